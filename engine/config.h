@@ -1,0 +1,172 @@
+/*
+ * config.h - the pipeline model: one YAML file parsed into plain structs.
+ *
+ * ks_pipeline_load() parses and validates everything that can be checked
+ * without loading plugins: the schema of every key, types, references
+ * between sources, nodes, sinks and stores, and cycles. Everything it
+ * returns keeps the file:line:column (ks_mark) of where it was written, so
+ * later checks (topology.c: plugin names, processor types, config schemas)
+ * report the same way.
+ */
+#ifndef KS_CONFIG_H
+#define KS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where something was written; line and column are 1-based. `file` is
+ * borrowed from the owning ks_pipeline. */
+typedef struct ks_mark {
+    const char *file;
+    int line;
+    int col;
+} ks_mark;
+
+typedef enum ks_serde {
+    KS_SERDE_BYTES = 0,
+    KS_SERDE_STRING,
+    KS_SERDE_JSON,
+    KS_SERDE_INT64
+} ks_serde;
+
+typedef enum ks_guarantee {
+    KS_GUARANTEE_AT_LEAST_ONCE = 0,
+    KS_GUARANTEE_EXACTLY_ONCE
+} ks_guarantee;
+
+typedef enum ks_poison_policy {
+    KS_POISON_FAIL = 0, /* stop with an error naming topic/partition/offset */
+    KS_POISON_SKIP,     /* log, count, go on                                 */
+    KS_POISON_DEAD_LETTER
+} ks_poison_policy;
+
+/* A scalar written in YAML, kept as text with its mark. */
+typedef struct ks_cfg_scalar {
+    char *key;   /* map key, or NULL in a list */
+    char *value; /* the scalar text as written  */
+    ks_mark mark;     /* of the value */
+    ks_mark key_mark; /* of the key   */
+} ks_cfg_scalar;
+
+typedef struct ks_cfg_scalars {
+    ks_cfg_scalar *items;
+    size_t count;
+} ks_cfg_scalars;
+
+typedef struct ks_cfg_source {
+    char *name;  /* key under `sources:` */
+    char *topic;
+    ks_serde key_serde;
+    ks_serde value_serde;
+    int create;          /* create the topic when missing (create: true) */
+    int32_t partitions;  /* for create; default 1                       */
+    ks_mark mark;
+} ks_cfg_source;
+
+typedef struct ks_cfg_store {
+    char *name;
+    uint64_t map_size;  /* bytes; default 1 GiB, e.g. `map_size: 4GiB` */
+    int changelog;      /* default 1 */
+    ks_mark mark;
+} ks_cfg_store;
+
+/* `functions: { init: plugin.fn, add: plugin.fn }` */
+typedef struct ks_cfg_function {
+    char *role;   /* init, add, reduce, merge, handler ... */
+    char *plugin; /* part before '.' (or ':')              */
+    char *name;   /* part after                            */
+    ks_mark mark;
+} ks_cfg_function;
+
+typedef struct ks_cfg_node {
+    char *name;
+    char *type;           /* as written: "count" or "plugin.processor"   */
+    char *plugin;         /* "count" for "count"; "plugin" for "p.x"     */
+    char *processor;      /* "count" for "count"; "x" for "p.x"          */
+    char **from;          /* names of sources or nodes; >= 1             */
+    ks_mark *from_marks;
+    size_t from_count;
+    char **stores;        /* store names this node uses (store:/stores:) */
+    ks_mark *store_marks;
+    size_t store_count;
+    ks_cfg_scalars config;        /* `config:` map, scalars only        */
+    ks_cfg_function *functions;
+    size_t function_count;
+    ks_cfg_scalars window;        /* `window:` map, kept for windows.c  */
+    ks_mark mark;       /* of the node's map */
+    ks_mark type_mark;  /* of the `type:` value */
+} ks_cfg_node;
+
+typedef struct ks_cfg_sink {
+    char *name;  /* `name:` or "sink-<n>" */
+    char *from;  /* a node or source name */
+    char *topic;
+    ks_serde key_serde;
+    ks_serde value_serde;
+    int create;
+    int32_t partitions;
+    ks_mark mark;
+    ks_mark from_mark;
+} ks_cfg_sink;
+
+typedef struct ks_pipeline {
+    char *file;        /* path as given to ks_pipeline_load */
+    char *application; /* [A-Za-z0-9._-]+ */
+    char **bootstrap;
+    size_t bootstrap_count;
+    ks_cfg_scalars kafka_properties; /* passed to librdkafka as is */
+    ks_guarantee guarantee;          /* default exactly-once */
+    int64_t commit_interval_ms;      /* default 100 */
+    char *state_dir;                 /* default ./state */
+    int workers;                     /* default 1 */
+    int32_t replication_factor;      /* changelogs; default 1 */
+    char **plugins;                  /* `plugins:` paths or names */
+    ks_mark *plugin_marks;
+    size_t plugin_count;
+    char **plugin_path;              /* `plugin_path:` extra search dirs */
+    size_t plugin_path_count;
+    ks_poison_policy poison;         /* `poison: fail|skip|dead-letter` */
+    char *dead_letter_topic;         /* default <application>-dlq */
+    char *metrics_listen;            /* `metrics: 127.0.0.1:9400`; NULL = off */
+    ks_cfg_source *sources;
+    size_t source_count;
+    ks_cfg_node *nodes;
+    size_t node_count;
+    ks_cfg_sink *sinks;
+    size_t sink_count;
+    ks_cfg_store *stores;
+    size_t store_count;
+} ks_pipeline;
+
+/*
+ * Parse and validate `path`. On success returns 0 and *out owns a new
+ * pipeline (free with ks_pipeline_free). On error returns -1, *out is NULL
+ * and `err` holds one line "FILE:LINE:COL: what was expected" (errlen
+ * bytes at most, always NUL-terminated).
+ */
+int ks_pipeline_load(const char *path, ks_pipeline **out, char *err,
+                     size_t errlen);
+
+/* Same, from a YAML text in memory; `name` is used as the file name in
+ * marks and errors. */
+int ks_pipeline_parse(const char *name, const char *text, size_t len,
+                      ks_pipeline **out, char *err, size_t errlen);
+
+/* Free a pipeline and everything it owns. NULL is fine. */
+void ks_pipeline_free(ks_pipeline *p);
+
+/* Lookups; return NULL when absent. Borrowed from p. */
+const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name);
+const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name);
+const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name);
+
+/* Parse "250ms", "10s", "5m", "1h", "2d" or a plain integer (ms).
+ * Returns 0 and *ms, or -1 when malformed. */
+int ks_parse_duration_ms(const char *text, int64_t *ms);
+
+/* Parse "1048576", "512MiB", "4GiB", "64KiB". Returns 0 or -1. */
+int ks_parse_size(const char *text, uint64_t *bytes);
+
+const char *ks_serde_name(ks_serde s);
+
+#endif /* KS_CONFIG_H */

@@ -1,0 +1,59 @@
+/*
+ * plugin.h - loading plugin builds and checking their descriptors.
+ *
+ * A build is loaded from a private copy (dlopen of a path that is already
+ * loaded returns the old image; see HAZARDS.md), with RTLD_NOW|RTLD_LOCAL.
+ * Checks run in a fixed order before any plugin code other than the entry
+ * point: file is a complete ELF shared object, entry symbol present, magic,
+ * struct size, ABI major equal, ABI minor not newer than the host, then
+ * identity (name syntax, processor and function tables well formed). Each
+ * refusal is one line naming the path and the field that differs.
+ */
+#ifndef KS_PLUGIN_H
+#define KS_PLUGIN_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include "kstreams/kstreams.h"
+
+typedef struct ks_plugin {
+    char *path;        /* the path it was loaded from (as given)        */
+    char *copy_path;   /* the private copy actually dlopen'ed           */
+    void *handle;      /* dlopen handle                                 */
+    const ks_plugin_descriptor *desc; /* inside the image               */
+    time_t loaded_at;
+    unsigned refs;     /* for hot deploy: instances still using it      */
+} ks_plugin;
+
+/*
+ * Load the build at `path`. `copy_dir` is a directory for private copies
+ * (created if missing). `api` is handed to the entry point and must outlive
+ * the plugin. On success returns 0 and *out owns the loaded plugin. On
+ * failure returns -1, nothing stays loaded or copied, and `err` holds one
+ * line: "PATH: what is wrong (expected X, found Y)".
+ */
+int ks_plugin_open(const char *path, const char *copy_dir,
+                   const ks_host_api *api, ks_plugin **out, char *err,
+                   size_t errlen);
+
+/* dlclose the image, remove the private copy, free. NULL is fine. The
+ * caller guarantees that no thread can still be inside the image. */
+void ks_plugin_close(ks_plugin *pl);
+
+/* Lookups in a loaded plugin's descriptor; NULL when absent. */
+const ks_processor_type *ks_plugin_processor(const ks_plugin *pl,
+                                             const char *name);
+const ks_function *ks_plugin_function(const ks_plugin *pl, const char *name);
+
+/*
+ * Find the file for a plugin named `name` ("count", "page_views"): the
+ * first of `dirs` holding NAME.so, then $KSTREAMS_PLUGIN_PATH (':'
+ * separated), then the installed plugin directory. A `name` containing a
+ * '/' or ending in ".so" is a path and returned as is. On success writes
+ * the path into `out` and returns 0; -1 when not found.
+ */
+int ks_plugin_find(const char *name, char *const *dirs, size_t ndirs,
+                   char *out, size_t outlen);
+
+#endif /* KS_PLUGIN_H */

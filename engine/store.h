@@ -1,0 +1,85 @@
+/*
+ * store.h - host-owned LMDB state of one task.
+ *
+ * One LMDB environment per task (state_dir/<application>/task-<P>/), with
+ * one named database per store plus a "__meta" database holding, per store,
+ * the changelog checkpoint (the changelog offset up to which the store
+ * matches its changelog). Data and checkpoints change in ONE write
+ * transaction per batch, so they commit and abort together.
+ *
+ * Why one env per task: tasks move between workers and processes on
+ * rebalance; a per-task env can be closed, deleted or restored alone, and
+ * each worker thread holds the write transactions of only its own tasks
+ * (LMDB: one writer per env; one thread may hold write txns on several
+ * envs).
+ *
+ * An environment is never opened twice in one process: a process-wide
+ * registry refuses it (LMDB's locks break otherwise).
+ *
+ * Thread: an env's write transaction belongs to the thread that began it.
+ */
+#ifndef KS_STORE_H
+#define KS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kstreams/kstreams.h"
+
+typedef struct ks_store_env ks_store_env;
+typedef struct ks_store_db ks_store_db;
+
+/*
+ * Open (creating if needed) the environment in directory `dir` (created
+ * with parents if missing) with room for `max_stores` named stores and a
+ * map of `map_size` bytes. Returns 0 and *out, or a negative ks_err with a
+ * message in err ("DIR: reason"); KS_ERR_STATE if this process has it open.
+ */
+int ks_store_env_open(const char *dir, uint64_t map_size, unsigned max_stores,
+                      ks_store_env **out, char *err, size_t errlen);
+
+/* Abort any open transaction, close, and release the registry slot. */
+void ks_store_env_close(ks_store_env *env);
+
+/* Close (if open) and delete the environment's files in `dir`. */
+int ks_store_env_wipe(const char *dir);
+
+/* Get (creating if missing) the named store `name`. The handle lives as
+ * long as env. Must not be called while a write txn is open. */
+int ks_store_db_open(ks_store_env *env, const char *name, ks_store_db **out);
+
+/* Begin the batch write transaction (idempotent when one is open). */
+int ks_store_begin(ks_store_env *env);
+/* Commit the batch. On KS_ERR_STORE_FULL or KS_ERR_IO the txn is gone and
+ * nothing of it persisted. */
+int ks_store_commit(ks_store_env *env);
+/* Abort the batch: every write since begin is undone. */
+void ks_store_abort(ks_store_env *env);
+/* Non-zero while a write transaction is open. */
+int ks_store_in_txn(const ks_store_env *env);
+
+/*
+ * Data access. get/range read the open write txn when one is open (so a
+ * batch sees its own writes), else a read txn. Values returned by get are
+ * borrowed until the next write or the end of the txn.
+ * put/del require an open write txn (KS_ERR_STATE otherwise).
+ * Keys: 1..500 bytes (KS_ERR_TOO_LARGE). KS_ERR_STORE_FULL when the map is
+ * full: the txn is then dead; abort it.
+ */
+int ks_store_get(ks_store_db *db, ks_bytes key, ks_bytes *value);
+int ks_store_put(ks_store_db *db, ks_bytes key, ks_bytes value);
+int ks_store_del(ks_store_db *db, ks_bytes key);
+int ks_store_range(ks_store_db *db, ks_bytes from, ks_bytes to, ks_range_cb cb,
+                   void *arg);
+/* Number of entries (reads committed + own txn). */
+int ks_store_count(ks_store_db *db, uint64_t *count);
+
+/* Checkpoint of a store: the next changelog offset to replay from.
+ * get returns KS_ERR_NOT_FOUND when none was ever set. set needs an open
+ * write txn and commits with it. */
+int ks_store_checkpoint_get(ks_store_db *db, int64_t *offset);
+int ks_store_checkpoint_set(ks_store_db *db, int64_t offset);
+
+const char *ks_store_db_name(const ks_store_db *db);
+
+#endif /* KS_STORE_H */

@@ -1,0 +1,427 @@
+/*
+ * kstreams.h - the plugin ABI of kstreams, the only header a plugin includes.
+ *
+ * A plugin is a shared object that exports ONE symbol, `ks_plugin_entry`
+ * (see KS_PLUGIN_ENTRY below). The engine calls it with the host API table
+ * and receives a static descriptor naming the processor types and functions
+ * the plugin offers. A plugin never links against the engine: everything it
+ * may ask of the host is in `ks_host_api`.
+ *
+ * ABI rules
+ *  - KS_ABI_MAJOR changes only when an existing struct, function or meaning
+ *    changes. The engine refuses a plugin of another major.
+ *  - KS_ABI_MINOR grows when something is APPENDED (a host API member, a
+ *    descriptor field). The engine refuses a plugin built against a newer
+ *    minor than its own; it accepts older minors. Every table carries its
+ *    own `struct_size`, so each side can tell which members the other has.
+ *
+ * Ownership rules (they hold everywhere unless a function says otherwise)
+ *  - Borrowed in: pointers the host hands a plugin (records, store values,
+ *    config strings) are valid until the moment each function names, and the
+ *    plugin must not free or modify them.
+ *  - Copied out: whatever a plugin hands the host (forwarded records, store
+ *    keys and values, output buffers) is copied before the call returns; the
+ *    plugin keeps ownership and may reuse or free it at once.
+ *  - No string crosses the boundary that the other side must free.
+ *
+ * Threads: a processor instance (one per task) is only ever called from one
+ * thread at a time; different instances of one type may run concurrently on
+ * different threads. Named functions must be reentrant.
+ *
+ * ABI changelog
+ *  1.0  first version.
+ */
+#ifndef KSTREAMS_KSTREAMS_H
+#define KSTREAMS_KSTREAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KS_ABI_MAJOR 1
+#define KS_ABI_MINOR 0
+
+/* "KSPL" - first field of every plugin descriptor. */
+#define KS_PLUGIN_MAGIC 0x4b53504cu
+
+/* Name of the one symbol a plugin exports. */
+#define KS_PLUGIN_ENTRY_SYMBOL "ks_plugin_entry"
+
+/* Build id compiled into a plugin; override with -DKS_BUILD_ID="\"...\"". */
+#ifndef KS_BUILD_ID
+#define KS_BUILD_ID __DATE__ " " __TIME__
+#endif
+
+#if defined(__GNUC__)
+#define KS_EXPORT __attribute__((visibility("default")))
+#define KS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define KS_EXPORT
+#define KS_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Results                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Host API calls return 0 or one of these negative codes. */
+enum ks_err {
+    KS_ERR_NOT_FOUND = -1,  /* key, store, config key or function absent   */
+    KS_ERR_INVALID = -2,    /* bad argument (NULL, wrong type, bad format) */
+    KS_ERR_NOMEM = -3,      /* allocation failed                           */
+    KS_ERR_STATE = -4,      /* not allowed in this phase (e.g. put in close)*/
+    KS_ERR_TOO_LARGE = -5,  /* key over 500 bytes, value over limits       */
+    KS_ERR_STORE_FULL = -6, /* store map full: raise the store's map_size  */
+    KS_ERR_IO = -7,         /* storage or Kafka failure; the batch aborts  */
+    KS_ERR_UNSUPPORTED = -8 /* the host does not offer this               */
+};
+
+/* What a processor callback tells the engine to do next. */
+typedef enum ks_verdict {
+    KS_OK = 0,    /* done, go on                                          */
+    KS_RETRY = 1, /* transient failure: abort the batch, replay it        */
+    KS_SKIP = 2,  /* poison record: apply the pipeline's poison policy    */
+    KS_FATAL = 3  /* stop the task with an error naming the record        */
+} ks_verdict;
+
+typedef enum ks_log_level {
+    KS_LOG_ERROR = 0,
+    KS_LOG_WARN = 1,
+    KS_LOG_INFO = 2,
+    KS_LOG_DEBUG = 3
+} ks_log_level;
+
+/* ------------------------------------------------------------------ */
+/* Records                                                             */
+/* ------------------------------------------------------------------ */
+
+/* A byte string. Borrowed unless a function says otherwise. */
+typedef struct ks_bytes {
+    const void *data; /* may be NULL when len == 0 */
+    size_t len;
+} ks_bytes;
+
+typedef struct ks_header {
+    const char *name; /* NUL-terminated */
+    const void *value;
+    size_t value_len;
+} ks_header;
+
+/*
+ * A record view. Passed to process(): every pointer in it is borrowed and
+ * valid until process() returns. Passed to forward(): the host copies what
+ * it needs before forward() returns.
+ * A NULL `value` with value_len 0 is a tombstone (delete).
+ * Keys and values are bytes in the wire format of the source's serde:
+ * string/json as UTF-8 text (not NUL-terminated), int64 as 8 bytes
+ * big-endian (Kafka's LongSerializer).
+ */
+typedef struct ks_record {
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+    int64_t timestamp; /* ms since epoch (event time)                     */
+    const char *topic; /* source topic; NULL for records made by a node   */
+    int32_t partition; /* -1 when not from a topic                        */
+    int64_t offset;    /* -1 when not from a topic                        */
+    const ks_header *headers;
+    size_t header_count;
+} ks_record;
+
+/* ------------------------------------------------------------------ */
+/* Opaque host objects                                                 */
+/* ------------------------------------------------------------------ */
+
+/* One processor instance's view of its task. Valid from init() until
+ * close() returns. Never store it beyond that. */
+typedef struct ks_ctx ks_ctx;
+
+/* A store of the task, obtained with ks_host_api.store(). Same lifetime as
+ * the ks_ctx it came from. */
+typedef struct ks_store ks_store;
+
+/* A host-owned output buffer handed to named functions; fill it with
+ * ks_host_api.buf_set(). */
+typedef struct ks_buf ks_buf;
+
+typedef enum ks_time_kind {
+    KS_TIME_STREAM = 0,   /* advances with record timestamps of the task */
+    KS_TIME_WALLCLOCK = 1 /* the host's clock                            */
+} ks_time_kind;
+
+/* Range scan callback: key and value are borrowed until the callback
+ * returns. Return 0 to continue, non-zero to stop the scan. */
+typedef int (*ks_range_cb)(void *arg, ks_bytes key, ks_bytes value);
+
+/* ------------------------------------------------------------------ */
+/* Named functions (aggregate, reduce, windows, mailbox handlers)      */
+/* ------------------------------------------------------------------ */
+
+typedef struct ks_host_api ks_host_api;
+
+typedef enum ks_function_kind {
+    KS_FN_INITIALIZER = 1, /* ks_initializer_fn */
+    KS_FN_AGGREGATOR = 2,  /* ks_aggregator_fn  */
+    KS_FN_REDUCER = 3,     /* ks_reducer_fn     */
+    KS_FN_MERGER = 4,      /* ks_merger_fn      */
+    KS_FN_HANDLER = 5      /* ks_handler_fn     */
+} ks_function_kind;
+
+/* Write the initial aggregate for `key` into `out`. */
+typedef ks_verdict (*ks_initializer_fn)(const ks_host_api *api, ks_bytes key,
+                                        ks_buf *out);
+/* Fold `value` into `agg`; write the new aggregate into `out`. */
+typedef ks_verdict (*ks_aggregator_fn)(const ks_host_api *api, ks_bytes key,
+                                       ks_bytes value, ks_bytes agg,
+                                       ks_buf *out);
+/* Combine the accumulated `acc` with `value`; write the result to `out`. */
+typedef ks_verdict (*ks_reducer_fn)(const ks_host_api *api, ks_bytes key,
+                                    ks_bytes acc, ks_bytes value, ks_buf *out);
+/* Merge two session aggregates `a` and `b` into `out`. */
+typedef ks_verdict (*ks_merger_fn)(const ks_host_api *api, ks_bytes key,
+                                   ks_bytes a, ks_bytes b, ks_buf *out);
+/* Handle one command record; write a result payload into `out`. KS_OK
+ * records SUCCESS, KS_SKIP records PUSHED_FAILURE. */
+typedef ks_verdict (*ks_handler_fn)(ks_ctx *ctx, const ks_record *command,
+                                    ks_buf *out);
+
+typedef struct ks_function {
+    const char *name;
+    ks_function_kind kind;
+    void (*fn)(void); /* cast to the kind's type; the host casts back */
+} ks_function;
+
+/* ------------------------------------------------------------------ */
+/* Processor types                                                     */
+/* ------------------------------------------------------------------ */
+
+typedef enum ks_config_type {
+    KS_CONFIG_STRING = 1,
+    KS_CONFIG_INT = 2,    /* int64                                        */
+    KS_CONFIG_DOUBLE = 3,
+    KS_CONFIG_BOOL = 4,
+    KS_CONFIG_DURATION = 5 /* "250ms", "10s", "5m", "1h", "2d" or ms int   */
+} ks_config_type;
+
+/* One key a processor type accepts under its node's `config:`. The host
+ * validates the YAML against this schema before any instance is created:
+ * unknown keys, wrong types and missing required keys are errors naming
+ * file:line:column. */
+typedef struct ks_config_field {
+    const char *name;
+    ks_config_type type;
+    int required;              /* non-zero: the node must set it     */
+    const char *default_value; /* as YAML text; NULL for none        */
+    const char *description;
+} ks_config_field;
+
+/* Flags of a processor type. */
+#define KS_PROC_NEEDS_STORE 0x1u     /* the node must name at least one store */
+#define KS_PROC_KEYED 0x2u           /* state is per record key: input must be
+                                        partitioned by key                      */
+#define KS_PROC_NEEDS_FUNCTIONS 0x4u /* the node must name `functions:`       */
+
+typedef struct ks_processor_type {
+    size_t struct_size; /* sizeof(ks_processor_type) at build time */
+    const char *name;   /* unique within the plugin                */
+    const char *description;
+    uint32_t flags; /* KS_PROC_*                                   */
+    const ks_config_field *config;
+    size_t config_count;
+    /* Version of the state format this type writes in its stores. A new
+     * build with another version must bring `migrate` (hot deploy). */
+    uint32_t state_version;
+
+    /* Create an instance for one task. Read config, look up stores and
+     * functions, schedule punctuations; store the instance in *state.
+     * Return KS_OK, or KS_FATAL after logging why (the engine refuses to
+     * start the task, or refuses a hot swap and keeps the old build). */
+    ks_verdict (*init)(ks_ctx *ctx, void **state);
+
+    /* Process one record. `rec` is borrowed until return. Required. */
+    ks_verdict (*process)(ks_ctx *ctx, void *state, const ks_record *rec);
+
+    /* A scheduled punctuation fired at time `now` (ms) of `kind`. May be
+     * NULL when the type schedules none. */
+    ks_verdict (*punctuate)(ks_ctx *ctx, void *state, ks_time_kind kind,
+                            int64_t now);
+
+    /* Release the instance. Stores may be read but not written. The host
+     * calls it once per successful init. May be NULL. */
+    void (*close)(ks_ctx *ctx, void *state);
+
+    /* Migrate this instance's stores from state format `from_version` to
+     * `state_version`. Runs inside the task's transaction before the new
+     * build processes records. NULL: no migration offered. */
+    ks_verdict (*migrate)(ks_ctx *ctx, uint32_t from_version);
+} ks_processor_type;
+
+/* ------------------------------------------------------------------ */
+/* The plugin descriptor                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct ks_plugin_descriptor {
+    uint32_t magic;       /* KS_PLUGIN_MAGIC                          */
+    uint32_t struct_size; /* sizeof(ks_plugin_descriptor)             */
+    uint16_t abi_major;   /* KS_ABI_MAJOR the plugin was built with   */
+    uint16_t abi_minor;   /* KS_ABI_MINOR the plugin was built with   */
+    const char *name;     /* plugin name: [a-z0-9_]+, used in YAML    */
+    const char *version;  /* free text, e.g. "1.2.0"                  */
+    const char *build_id; /* unique per build, e.g. KS_BUILD_ID       */
+    const ks_processor_type *const *processors;
+    size_t processor_count;
+    const ks_function *functions;
+    size_t function_count;
+} ks_plugin_descriptor;
+
+/* Fill a descriptor with the fields that come from this header. */
+#define KS_DESCRIPTOR_HEADER                                                 \
+    KS_PLUGIN_MAGIC, (uint32_t)sizeof(ks_plugin_descriptor), KS_ABI_MAJOR,   \
+        KS_ABI_MINOR
+
+/*
+ * The entry point. The plugin defines it as
+ *
+ *   KS_EXPORT const ks_plugin_descriptor *
+ *   ks_plugin_entry(const ks_host_api *api) { return &my_descriptor; }
+ *
+ * It must have no side effects beyond returning a pointer to static data:
+ * the host checks the descriptor before calling anything else, and may call
+ * the entry of a build that it then refuses. `api` is valid while the
+ * plugin is loaded. The returned descriptor must stay valid and unchanged
+ * while the plugin is loaded.
+ */
+typedef const ks_plugin_descriptor *(*ks_plugin_entry_fn)(
+    const ks_host_api *api);
+
+/* ------------------------------------------------------------------ */
+/* The host API table                                                  */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Functions the engine offers. Append-only: new members go at the end and
+ * bump KS_ABI_MINOR. Before using a member added after 1.0, check
+ * KS_API_HAS(api, member).
+ *
+ * Unless noted, every function taking a ks_ctx may be called from init(),
+ * process(), punctuate() and migrate() of the instance owning the ctx, on
+ * the thread that called them, and returns 0 or a negative ks_err.
+ */
+struct ks_host_api {
+    uint32_t struct_size; /* sizeof(ks_host_api) of the host */
+    uint16_t abi_major;
+    uint16_t abi_minor;
+
+    /* --- logging and identity ----------------------------------------- */
+
+    /* Log a line tagged with the task, node and plugin. Any phase. */
+    void (*log)(ks_ctx *ctx, ks_log_level level, const char *fmt, ...)
+        KS_PRINTF(3, 4);
+    /* Name of the node (YAML `name:`); borrowed for the ctx's lifetime. */
+    const char *(*node_name)(ks_ctx *ctx);
+    /* Task id = the partition number this instance serves. */
+    int32_t (*task_id)(ks_ctx *ctx);
+
+    /* --- configuration (validated against ks_processor_type.config) --- */
+
+    /* *out is borrowed for the ctx's lifetime. Unset keys with a default in
+     * the schema return the default; unset keys without one: NOT_FOUND. */
+    int (*config_string)(ks_ctx *ctx, const char *key, const char **out);
+    int (*config_int)(ks_ctx *ctx, const char *key, int64_t *out);
+    int (*config_double)(ks_ctx *ctx, const char *key, double *out);
+    int (*config_bool)(ks_ctx *ctx, const char *key, int *out);
+    /* A DURATION key in milliseconds. */
+    int (*config_duration_ms)(ks_ctx *ctx, const char *key, int64_t *out);
+
+    /* --- the graph ---------------------------------------------------- */
+
+    /* Send a record to every child of this node. The host copies what it
+     * needs before returning; children run before forward() returns.
+     * rec->topic/partition/offset are ignored; rec->timestamp is taken as
+     * given (usually the input record's). Returns 0, or a negative ks_err
+     * when a child failed (then return KS_RETRY or KS_FATAL). */
+    int (*forward)(ks_ctx *ctx, const ks_record *rec);
+    /* Same, to the one child named `child` (its YAML node or sink name). */
+    int (*forward_to)(ks_ctx *ctx, const char *child, const ks_record *rec);
+
+    /* --- stores ------------------------------------------------------- */
+
+    /* The store named `name` that the node declares, or its first store
+     * when name is NULL. *out lives as long as ctx. NOT_FOUND if the node
+     * does not declare it. Call from init(). */
+    int (*store)(ks_ctx *ctx, const char *name, ks_store **out);
+    /* Read key. On 0, *value is borrowed until the next write to any
+     * store of this task or until the current callback returns, whichever
+     * comes first. NOT_FOUND if absent. */
+    int (*store_get)(ks_store *st, ks_bytes key, ks_bytes *value);
+    /* Write key = value (both copied). Mirrored to the changelog and
+     * committed with the task's transaction. Keys are 1..500 bytes. */
+    int (*store_put)(ks_store *st, ks_bytes key, ks_bytes value);
+    /* Delete key (a tombstone in the changelog). 0 even if absent. */
+    int (*store_delete)(ks_store *st, ks_bytes key);
+    /* Visit keys in [from, to) in byte order; an empty `from` means from the
+     * first key, an empty `to` means to the last. Do not write to the same
+     * store from the callback. Returns 0 or a negative ks_err. */
+    int (*store_range)(ks_store *st, ks_bytes from, ks_bytes to, ks_range_cb cb,
+                       void *arg);
+
+    /* --- time --------------------------------------------------------- */
+
+    /* Call punctuate(kind, now) every `interval_ms` of `kind` time. One
+     * schedule per kind per instance; a new call replaces the old. Call
+     * from init(). */
+    int (*schedule)(ks_ctx *ctx, ks_time_kind kind, int64_t interval_ms);
+    /* Current stream time (largest record timestamp seen by the task) or
+     * wall-clock time, in ms. */
+    int64_t (*now)(ks_ctx *ctx, ks_time_kind kind);
+
+    /* --- named functions ---------------------------------------------- */
+
+    /* The function the node's YAML names for `role` (e.g. "init", "add"),
+     * checked to be of `kind`. *fn must be cast to the kind's type. Lives
+     * as long as ctx. Call from init(). */
+    int (*function)(ks_ctx *ctx, const char *role, ks_function_kind kind,
+                    void (**fn)(void));
+    /* Set a host output buffer to a copy of data. For named functions. */
+    int (*buf_set)(ks_buf *buf, const void *data, size_t len);
+
+    /* --- metrics ------------------------------------------------------ */
+
+    /* Add `delta` to the counter `name` ([a-z0-9_]+) of this node/task;
+     * exported as kstreams_plugin_<name>_total. */
+    int (*metric_add)(ks_ctx *ctx, const char *name, double delta);
+};
+
+/* True when the host table has `member` (for members after 1.0). */
+#define KS_API_HAS(api, member)                                              \
+    ((api)->struct_size >=                                                   \
+     offsetof(ks_host_api, member) + sizeof(((ks_host_api *)0)->member))
+
+/* Big-endian int64 helpers for the int64 serde. */
+static inline void ks_int64_encode(int64_t v, unsigned char out[8])
+{
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (unsigned char)(u & 0xff);
+        u >>= 8;
+    }
+}
+
+static inline int64_t ks_int64_decode(const void *in)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    uint64_t u = 0;
+    for (int i = 0; i < 8; i++)
+        u = (u << 8) | p[i];
+    return (int64_t)u;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KSTREAMS_KSTREAMS_H */
