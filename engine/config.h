@@ -60,13 +60,16 @@ typedef struct ks_cfg_source {
     ks_serde value_serde;
     int create;          /* create the topic when missing (create: true) */
     int32_t partitions;  /* for create; default 1                       */
-    ks_mark mark;
+    ks_mark mark;        /* of the name (the key under `sources:`) */
+    ks_mark topic_mark;  /* of the `topic:` value                   */
 } ks_cfg_source;
 
 typedef struct ks_cfg_store {
     char *name;
     uint64_t map_size;  /* bytes; default 1 GiB, e.g. `map_size: 4GiB` */
     int changelog;      /* default 1 */
+    int declared;       /* 1: under `stores:`; 0: created with defaults
+                           because a node names it (mark = that use)  */
     ks_mark mark;
 } ks_cfg_store;
 
@@ -95,10 +98,11 @@ typedef struct ks_cfg_node {
     ks_cfg_scalars window;        /* `window:` map, kept for windows.c  */
     ks_mark mark;       /* of the node's map */
     ks_mark type_mark;  /* of the `type:` value */
+    ks_mark name_mark;  /* of the `name:` value */
 } ks_cfg_node;
 
 typedef struct ks_cfg_sink {
-    char *name;  /* `name:` or "sink-<n>" */
+    char *name;  /* `name:` or "sink-<n>", n = 1-based index in `sinks:` */
     char *from;  /* a node or source name */
     char *topic;
     ks_serde key_serde;
@@ -107,6 +111,8 @@ typedef struct ks_cfg_sink {
     int32_t partitions;
     ks_mark mark;
     ks_mark from_mark;
+    ks_mark name_mark;  /* of the `name:` value; = mark when defaulted */
+    ks_mark topic_mark; /* of the `topic:` value                      */
 } ks_cfg_sink;
 
 typedef struct ks_pipeline {

@@ -38,14 +38,48 @@ typedef struct ks_store_db ks_store_db;
 int ks_store_env_open(const char *dir, uint64_t map_size, unsigned max_stores,
                       ks_store_env **out, char *err, size_t errlen);
 
+/*
+ * Open the existing environment in `dir` read-only (MDB_RDONLY), for
+ * `kstreams query` in another process than the one writing it. Same
+ * registry rule as ks_store_env_open; KS_ERR_NOT_FOUND if there is no
+ * environment in `dir`. ks_store_begin on it returns KS_ERR_STATE, and
+ * ks_store_db_open returns KS_ERR_NOT_FOUND for a store never created.
+ * Reads see a snapshot that lasts until ks_store_read_end(): end it after
+ * each query (a held snapshot keeps the writer from reusing pages).
+ */
+int ks_store_env_open_readonly(const char *dir, ks_store_env **out, char *err,
+                               size_t errlen);
+
 /* Abort any open transaction, close, and release the registry slot. */
 void ks_store_env_close(ks_store_env *env);
 
-/* Close (if open) and delete the environment's files in `dir`. */
+/* Delete the environment's files (data.mdb, lock.mdb) in `dir`, then `dir`
+ * itself when nothing else is left in it. 0 when there is nothing to
+ * delete; KS_ERR_STATE if this process has the environment open (close it
+ * first); KS_ERR_IO when a file cannot be removed. */
 int ks_store_env_wipe(const char *dir);
 
-/* Get (creating if missing) the named store `name`. The handle lives as
- * long as env. Must not be called while a write txn is open. */
+/* Set the map size to `new_map_size` bytes (the file grows lazily). Only
+ * with no write transaction open (KS_ERR_STATE otherwise): after
+ * KS_ERR_STORE_FULL, abort, grow, then redo the batch. */
+int ks_store_env_grow(ks_store_env *env, uint64_t new_map_size);
+
+/* One line describing the last error on env ("" when none), e.g.
+ * "store 'counts' in DIR: LMDB map full (map_size 1048576 bytes); raise
+ * `map_size` of the store in the pipeline YAML". Valid until the next
+ * call on env. */
+const char *ks_store_last_error(const ks_store_env *env);
+
+/* End the read snapshot that get/range/count/checkpoint_get keep open
+ * outside a write transaction, so the next read sees the latest commit.
+ * Values borrowed from those reads become invalid. ks_store_begin,
+ * ks_store_db_open and ks_store_env_grow end it too. */
+void ks_store_read_end(ks_store_env *env);
+
+/* Get (creating if missing) the named store `name` (1..200 bytes, not
+ * "__meta"). The handle lives as long as env; asking twice for one name
+ * returns the same handle. Must not be called while a write txn is open
+ * (KS_ERR_STATE). More than max_stores stores: KS_ERR_INVALID. */
 int ks_store_db_open(ks_store_env *env, const char *name, ks_store_db **out);
 
 /* Begin the batch write transaction (idempotent when one is open). */
@@ -63,8 +97,12 @@ int ks_store_in_txn(const ks_store_env *env);
  * batch sees its own writes), else a read txn. Values returned by get are
  * borrowed until the next write or the end of the txn.
  * put/del require an open write txn (KS_ERR_STATE otherwise).
- * Keys: 1..500 bytes (KS_ERR_TOO_LARGE). KS_ERR_STORE_FULL when the map is
- * full: the txn is then dead; abort it.
+ * Keys: 1..500 bytes (KS_ERR_TOO_LARGE over 500, KS_ERR_INVALID when
+ * empty). KS_ERR_STORE_FULL when the map is full: the txn is then dead,
+ * every later call on the env returns KS_ERR_STATE and commit returns
+ * KS_ERR_STORE_FULL; abort it (ks_store_last_error says what to change).
+ * Range bounds are 0..500 bytes; the scan must not write to `db`, nor
+ * begin, commit or abort.
  */
 int ks_store_get(ks_store_db *db, ks_bytes key, ks_bytes *value);
 int ks_store_put(ks_store_db *db, ks_bytes key, ks_bytes value);

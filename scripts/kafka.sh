@@ -24,8 +24,10 @@ readonly READY_TIMEOUT=90
 readonly STOP_TIMEOUT=30
 
 PORT=${KAFKA_PORT:-9092}
-[[ $PORT =~ ^[0-9]+$ ]] && ((PORT > 0 && PORT + 1000 < 65536)) ||
-	{ echo "kafka.sh: bad KAFKA_PORT '$PORT'" >&2; exit 2; }
+if ! [[ $PORT =~ ^[0-9]+$ ]] || ((PORT < 1 || PORT + 1000 > 65535)); then
+	echo "kafka.sh: bad KAFKA_PORT '$PORT'" >&2
+	exit 2
+fi
 CPORT=$((PORT + 1000))
 DIR=$(realpath -m "${KAFKA_DIR:-/tmp/kstreams-kafka-$PORT}")
 CACHE=${KSTREAMS_CACHE:-$HOME/.cache/kstreams}
@@ -69,9 +71,12 @@ dep_xml() { # group artifact version
 	printf '\n    <dependency><groupId>%s</groupId><artifactId>%s</artifactId><version>%s</version></dependency>' "$@"
 }
 
+# Maven 3.8 -q still prints bare colour resets, so keep its output for failures.
 copy_deps() { # dir
 	mvn -q -B -f "$1/pom.xml" "$DEP_PLUGIN:copy-dependencies" \
-		-DincludeScope=runtime -DoutputDirectory="$1/lib"
+		-DincludeScope=runtime -DoutputDirectory="$1/lib" >"$1/mvn.log" 2>&1 && return 0
+	sed 's/\x1b\[[0-9;]*m//g; /^$/d' "$1/mvn.log" >&2
+	return 1
 }
 
 # The Kafka POMs bring slf4j-api but no backend. The backend must match both
@@ -115,13 +120,13 @@ fetch_jars() { # version
 
 # Logging goes to stdout, which is broker.log, so JVM crash output and log
 # lines share one file. Tools log to stderr to keep their stdout parseable.
-write_log_config() { # version file target(System.out|System.err) broker(0|1)
-	local ver=$1 file=$2 target=$3 broker=$4
+write_log_config() { # version file out|err broker(0|1)
+	local ver=$1 file=$2 to=$3 broker=$4
 	if [[ $ver == 3.* ]]; then
 		cat >"$file" <<EOF
 log4j.rootLogger=WARN, out
 log4j.appender.out=org.apache.log4j.ConsoleAppender
-log4j.appender.out.Target=$target
+log4j.appender.out.Target=System.$to
 log4j.appender.out.layout=org.apache.log4j.PatternLayout
 log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
 EOF
@@ -131,14 +136,12 @@ EOF
 status = warn
 appender.out.type = Console
 appender.out.name = out
-appender.out.target = ${target/System./SYSTEM_}
+appender.out.target = SYSTEM_${to^^}
 appender.out.layout.type = PatternLayout
 appender.out.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = WARN
 rootLogger.appenderRef.out.ref = out
 EOF
-		# log4j2 wants SYSTEM_OUT/SYSTEM_ERR
-		sed -i 's/SYSTEM_out/SYSTEM_OUT/; s/SYSTEM_err/SYSTEM_ERR/' "$file"
 		((broker)) && printf '%s\n' "logger.server.name = kafka.server.KafkaRaftServer" \
 			"logger.server.level = INFO" >>"$file"
 	fi
@@ -197,13 +200,17 @@ EOF
 	fi
 }
 
-# A pid is ours only if it is a live (non-zombie) JVM started on our props file.
+# Zombies count as dead: nothing may reap the orphaned JVM in a container.
+alive() {
+	local state
+	[[ $1 =~ ^[0-9]+$ ]] || return 1
+	state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z ]]
+}
+
+# A pid is ours only if it is a live JVM started on our props file.
 is_ours() {
-	local pid=$1 state
-	[[ $pid =~ ^[0-9]+$ && -r /proc/$pid/cmdline ]] || return 1
-	state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
-	[[ $state != Z ]] || return 1
-	tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "$PROPS"
+	alive "$1" && tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | grep -qxF "$PROPS"
 }
 
 # Prints the broker's pid; falls back to a /proc scan if the pid file is lost.
@@ -231,10 +238,11 @@ recorded_version() { cat "$DIR/version" 2>/dev/null || true; }
 
 ready_line() { echo "kafka $(recorded_version) ready on 127.0.0.1:$PORT"; }
 
+# alive, not is_ours: a just-forked child has not exec'd java yet.
 wait_ready() { # pid
 	local pid=$1 deadline=$((SECONDS + READY_TIMEOUT))
 	while ((SECONDS < deadline)); do
-		if ! is_ours "$pid"; then
+		if ! alive "$pid"; then
 			echo "kafka.sh: broker exited during startup; last lines of $LOG:" >&2
 			tail -n 40 "$LOG" >&2 || true
 			exit 1
@@ -273,8 +281,8 @@ start_broker() { # [version]
 	mkdir -p "$DIR/data"
 	echo "$want" >"$DIR/version"
 	write_server_properties "$want"
-	write_log_config "$want" "$DIR/log4j.properties" System.out 1
-	write_log_config "$want" "$DIR/tools-log4j.properties" System.err 0
+	write_log_config "$want" "$DIR/log4j.properties" out 1
+	write_log_config "$want" "$DIR/tools-log4j.properties" err 0
 
 	if [[ ! -f $DIR/data/meta.properties ]]; then
 		cid=$(cat "$DIR/cluster.id" 2>/dev/null || true)
@@ -290,11 +298,12 @@ start_broker() { # [version]
 
 	# setsid: a Ctrl-C or process-group kill aimed at the caller must not take
 	# the broker down with it. Without job control bash does not make the
-	# child a group leader, so setsid and nohup exec and $! is the JVM.
+	# child a group leader, so setsid and nohup exec and $! is the JVM. The
+	# JVM must not inherit the lock fds, or it holds the locks forever.
 	echo "=== $(date -u +%FT%TZ) starting kafka $want" >>"$LOG"
 	setsid nohup "$JAVA" -Xmx512m -Xms128m -XX:+ExitOnOutOfMemoryError \
 		-Djava.awt.headless=true "$(log_opt "$want" "$DIR/log4j.properties")" \
-		-cp "$lib/*" kafka.Kafka "$PROPS" >>"$LOG" 2>&1 </dev/null &
+		-cp "$lib/*" kafka.Kafka "$PROPS" >>"$LOG" 2>&1 </dev/null 8>&- 9>&- &
 	pid=$!
 	echo "$pid" >"$PIDFILE"
 	wait_ready "$pid"
@@ -334,8 +343,8 @@ tool_lib() {
 run_tool() { # class args...
 	local cfg
 	tool_lib
-	cfg=$(mktemp /tmp/kafka-tool-log4j.XXXXXX)
-	write_log_config "$TOOL_VERSION" "$cfg" System.err 0
+	cfg=$(mktemp --suffix=.properties /tmp/kafka-tool-log4j.XXXXXX) # log4j2 picks the parser by suffix
+	write_log_config "$TOOL_VERSION" "$cfg" err 0
 	local rc=0
 	"$JAVA" -Xmx256m "$(log_opt "$TOOL_VERSION" "$cfg")" -cp "$TOOL_LIB/*" "$@" || rc=$?
 	rm -f "$cfg"
@@ -381,8 +390,9 @@ status)
 	fi
 	;;
 fetch)
-	fetch_jars "$(resolve_version "${1:-${KAFKA_VERSION:-$DEFAULT_VERSION}}")"
-	echo "$(lib_dir "$(resolve_version "${1:-${KAFKA_VERSION:-$DEFAULT_VERSION}}")")"
+	ver=$(resolve_version "${1:-${KAFKA_VERSION:-$DEFAULT_VERSION}}")
+	fetch_jars "$ver"
+	lib_dir "$ver"
 	;;
 topics)
 	run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "127.0.0.1:$PORT" "$@"

@@ -388,6 +388,13 @@ struct ks_host_api {
                     void (**fn)(void));
     /* Set a host output buffer to a copy of data. For named functions. */
     int (*buf_set)(ks_buf *buf, const void *data, size_t len);
+    /* A new empty buffer, owned by the caller: free it with buf_free. For
+     * processors that call named functions (aggregate, reduce). NULL when
+     * out of memory. Any phase. */
+    ks_buf *(*buf_new)(void);
+    void (*buf_free)(ks_buf *buf);
+    /* The buffer's contents, borrowed until the next buf_set or buf_free. */
+    ks_bytes (*buf_get)(const ks_buf *buf);
 
     /* --- metrics ------------------------------------------------------ */
 

@@ -1,0 +1,246 @@
+/*
+ * kafka.c - librdkafka configuration, metadata and admin calls.
+ *
+ * Settings we make explicit (HAZARDS.md, librdkafka 2.0.2): Nagle off (it
+ * costs ~40 ms per transactional commit), short retry backoff (commit
+ * retries use it), no auto-creation of topics from the producer, and Java's
+ * murmur2 partitioner so keys land where Java clients put them.
+ */
+#include "kafka.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
+                 size_t errlen)
+{
+    char why[512];
+    if (rd_kafka_conf_set(conf, name, value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errlen, "kafka property %s=%s: %s", name, value, why);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_pairs(rd_kafka_conf_t *conf, const char *const *pairs, char *err,
+                     size_t errlen)
+{
+    for (size_t i = 0; pairs && pairs[i]; i += 2)
+        if (ks_kafka_set(conf, pairs[i], pairs[i + 1], err, errlen) != 0)
+            return -1;
+    return 0;
+}
+
+rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, const char *const *extra,
+                               const char *const *forced, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char servers[2048] = "";
+    for (size_t i = 0; i < p->bootstrap_count; i++) {
+        size_t at = strlen(servers);
+        snprintf(servers + at, sizeof servers - at, "%s%s", i ? "," : "", p->bootstrap[i]);
+    }
+    static const char *const defaults[][2] = {
+        {"socket.nagle.disable", "true"},
+        {"topic.metadata.refresh.interval.ms", "10000"},
+        {"log.connection.close", "false"},
+    };
+    if (ks_kafka_set(conf, "bootstrap.servers", servers, err, errlen) != 0)
+        goto fail;
+    for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
+        if (ks_kafka_set(conf, defaults[i][0], defaults[i][1], err, errlen) != 0)
+            goto fail;
+    if (set_pairs(conf, extra, err, errlen) != 0)
+        goto fail;
+    for (size_t i = 0; i < p->kafka_properties.count; i++) {
+        const ks_cfg_scalar *s = &p->kafka_properties.items[i];
+        char why[512];
+        if (rd_kafka_conf_set(conf, s->key, s->value, why, sizeof why) != RD_KAFKA_CONF_OK) {
+            snprintf(err, errlen, "%s:%d:%d: kafka property %s=%s: %s", s->key_mark.file,
+                     s->key_mark.line, s->key_mark.col, s->key, s->value, why);
+            goto fail;
+        }
+    }
+    if (set_pairs(conf, forced, err, errlen) != 0)
+        goto fail;
+    return conf;
+fail:
+    rd_kafka_conf_destroy(conf);
+    return NULL;
+}
+
+rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen)
+{
+    rd_kafka_conf_t *conf = ks_kafka_conf(p, NULL, NULL, err, errlen);
+    if (!conf)
+        return NULL;
+    char why[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
+    if (!rk) {
+        snprintf(err, errlen, "cannot create Kafka client: %s", why);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err,
+                             size_t errlen)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t e = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+    rd_kafka_topic_destroy(rkt);
+    if (e) {
+        snprintf(err, errlen, "metadata for topic %s: %s (is the broker at the bootstrap "
+                              "address up?)",
+                 topic, rd_kafka_err2str(e));
+        return -1;
+    }
+    int count = 0;
+    if (md->topic_cnt == 1) {
+        rd_kafka_resp_err_t te = md->topics[0].err;
+        if (te == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+            count = 0;
+        else if (te) {
+            snprintf(err, errlen, "metadata for topic %s: %s", topic, rd_kafka_err2str(te));
+            count = -1;
+        } else
+            count = md->topics[0].partition_cnt;
+    }
+    rd_kafka_metadata_destroy(md);
+    return count;
+}
+
+int ks_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication,
+                          const char *const *configs, char *err, size_t errlen)
+{
+    char why[512];
+    rd_kafka_NewTopic_t *nt =
+        rd_kafka_NewTopic_new(topic, partitions, replication, why, sizeof why);
+    if (!nt) {
+        snprintf(err, errlen, "topic %s: %s", topic, why);
+        return -1;
+    }
+    for (size_t i = 0; configs && configs[i]; i += 2)
+        rd_kafka_NewTopic_set_config(nt, configs[i], configs[i + 1]);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, why, sizeof why);
+    rd_kafka_CreateTopics(rk, &nt, 1, opt, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
+    int rc = -1;
+    if (!ev) {
+        snprintf(err, errlen, "creating topic %s: no answer from the broker in 60 s", topic);
+    } else if (rd_kafka_event_error(ev)) {
+        snprintf(err, errlen, "creating topic %s: %s", topic, rd_kafka_event_error_string(ev));
+    } else {
+        const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
+        size_t n;
+        const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &n);
+        rd_kafka_resp_err_t te = n ? rd_kafka_topic_result_error(tr[0]) : 0;
+        if (!te || te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+            rc = 0;
+        else
+            snprintf(err, errlen, "creating topic %s (%d partitions, replication %d): %s",
+                     topic, partitions, replication,
+                     rd_kafka_topic_result_error_string(tr[0]));
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    return rc;
+}
+
+/* Ensure one topic exists; `create` says whether we may create it. */
+static int ensure_topic(rd_kafka_t *rk, const char *topic, int create, int partitions,
+                        int replication, const char *const *configs, const char *what,
+                        int *count, char *err, size_t errlen)
+{
+    int n = ks_kafka_partition_count(rk, topic, 10000, err, errlen);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        if (!create) {
+            snprintf(err, errlen,
+                     "%s topic '%s' does not exist: create it, or set `create: true` "
+                     "(with `partitions:`) in the pipeline",
+                     what, topic);
+            return -1;
+        }
+        if (ks_kafka_create_topic(rk, topic, partitions, replication, configs, err,
+                                  errlen) != 0)
+            return -1;
+        ks_info("kafka", "created %s topic %s (%d partitions)", what, topic, partitions);
+        /* metadata may lag the creation for a moment */
+        for (int i = 0; i < 50 && n <= 0; i++) {
+            n = ks_kafka_partition_count(rk, topic, 5000, err, errlen);
+            if (n <= 0)
+                rd_kafka_poll(rk, 100);
+        }
+        if (n <= 0) {
+            snprintf(err, errlen, "topic %s created but not visible in metadata", topic);
+            return -1;
+        }
+    }
+    *count = n;
+    return 0;
+}
+
+int ks_kafka_prepare_topics(ks_topology *topo, char *err, size_t errlen)
+{
+    const ks_pipeline *p = topo->pipeline;
+    rd_kafka_t *rk = ks_kafka_admin_client(p, err, errlen);
+    if (!rk)
+        return -1;
+    int rc = -1, tasks = 0;
+    for (size_t i = 0; i < p->source_count; i++) {
+        const ks_cfg_source *s = &p->sources[i];
+        int n;
+        if (ensure_topic(rk, s->topic, s->create, s->partitions, p->replication_factor, NULL,
+                         "source", &n, err, errlen) != 0)
+            goto out;
+        if (tasks && n != tasks) {
+            snprintf(err, errlen,
+                     "source topics are not co-partitioned: %s has %d partitions, "
+                     "others %d",
+                     s->topic, n, tasks);
+            goto out;
+        }
+        tasks = n;
+    }
+    for (size_t i = 0; i < p->sink_count; i++) {
+        const ks_cfg_sink *s = &p->sinks[i];
+        int n;
+        if (ensure_topic(rk, s->topic, s->create, s->partitions > 0 ? s->partitions : tasks,
+                         p->replication_factor, NULL, "sink", &n, err, errlen) != 0)
+            goto out;
+    }
+    static const char *const compact[] = {"cleanup.policy", "compact", NULL};
+    for (size_t i = 0; i < p->store_count; i++) {
+        if (!p->stores[i].changelog)
+            continue;
+        char topic[512];
+        int n;
+        ks_changelog_topic(topo, p->stores[i].name, topic, sizeof topic);
+        if (ensure_topic(rk, topic, 1, tasks, p->replication_factor, compact, "changelog",
+                         &n, err, errlen) != 0)
+            goto out;
+        if (n < tasks) {
+            snprintf(err, errlen,
+                     "changelog topic %s has %d partitions but the sources have %d: "
+                     "delete it (state is rebuilt) or add partitions",
+                     topic, n, tasks);
+            goto out;
+        }
+    }
+    topo->partitions = tasks;
+    rc = 0;
+out:
+    rd_kafka_destroy(rk);
+    return rc;
+}

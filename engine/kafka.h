@@ -1,0 +1,47 @@
+/*
+ * kafka.h - librdkafka set-up shared by workers and tools: the base
+ * configuration every client gets, metadata look-ups, and topic creation
+ * through the admin API.
+ */
+#ifndef KS_KAFKA_H
+#define KS_KAFKA_H
+
+#include <librdkafka/rdkafka.h>
+
+#include "topology.h"
+
+/* Base config: bootstrap servers, the settings that matter for speed and
+ * correctness (HAZARDS.md), then `defaults` (NULL-terminated name, value
+ * pairs; may be NULL), then the pipeline's `kafka.properties`, then
+ * `forced` (pairs the engine's guarantees depend on; may be NULL). Returns a
+ * new conf owned by the caller, or NULL with err set. */
+rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, const char *const *defaults,
+                               const char *const *forced, char *err, size_t errlen);
+
+/* Set one property; returns 0 or -1 with err "name=value: reason". */
+int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                 char *err, size_t errlen);
+
+/* A producer for admin and metadata calls. NULL with err on failure. */
+rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen);
+
+/* Partition count of `topic`: > 0, 0 when the topic does not exist, -1 on
+ * error (err set). */
+int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                             char *err, size_t errlen);
+
+/* Create `topic`. `configs` is NULL or a NULL-terminated list of name,
+ * value pairs. "Already exists" counts as success. 0 or -1 with err. */
+int ks_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions,
+                          int replication, const char *const *configs, char *err,
+                          size_t errlen);
+
+/*
+ * Make sure every topic the topology needs exists: sources (created when
+ * the source says `create: true`, else an error naming the topic), sinks
+ * (same), and one compacted changelog per store with one partition per
+ * task. Sources must be co-partitioned. Sets topo->partitions.
+ */
+int ks_kafka_prepare_topics(ks_topology *topo, char *err, size_t errlen);
+
+#endif /* KS_KAFKA_H */

@@ -1,0 +1,292 @@
+/*
+ * task.c - processor instances and stores of one task, and the depth-first
+ * walk of a record through the graph (as Kafka Streams does: forward() runs
+ * the children before it returns).
+ *
+ * Invariants: a ctx is inited at most once and closed once; the store batch
+ * (one LMDB write txn for the whole env) is open from the first write of a
+ * batch until the owner commits or aborts it.
+ */
+#include "task.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+
+static int mkdir_p(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    }
+    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
+}
+
+static int open_stores(ks_task *task, char *err, size_t errlen)
+{
+    const ks_pipeline *p = task->topo->pipeline;
+    if (p->store_count == 0)
+        return 0;
+    snprintf(task->state_dir, sizeof task->state_dir, "%s/%s/task-%d", p->state_dir,
+             p->application, (int)task->partition);
+    if (mkdir_p(task->state_dir) != 0) {
+        snprintf(err, errlen, "%s: cannot create state directory: %s", task->state_dir,
+                 strerror(errno));
+        return -1;
+    }
+    uint64_t map_size = 0;
+    for (size_t s = 0; s < p->store_count; s++)
+        map_size += p->stores[s].map_size;
+    if (ks_store_env_open(task->state_dir, map_size, (unsigned)p->store_count,
+                          &task->env, err, errlen) != 0)
+        return -1;
+    task->dbs = calloc(p->store_count, sizeof *task->dbs);
+    task->changelog_hi = calloc(p->store_count, sizeof *task->changelog_hi);
+    if (!task->dbs || !task->changelog_hi) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t s = 0; s < p->store_count; s++) {
+        task->changelog_hi[s] = -1;
+        if (ks_store_db_open(task->env, p->stores[s].name, &task->dbs[s]) != 0) {
+            snprintf(err, errlen, "%s: cannot open store '%s'", task->state_dir,
+                     p->stores[s].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int init_ctx(ks_task *task, const ks_topo_node *n, char *err, size_t errlen)
+{
+    struct ks_ctx *ctx = &task->ctxs[n->index];
+    ctx->magic = KS_CTX_MAGIC;
+    ctx->task = task;
+    ctx->node = n;
+    ctx->stores = calloc(n->store_count + 1, sizeof *ctx->stores);
+    if (!ctx->stores) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t s = 0; s < n->store_count; s++) {
+        ctx->stores[s].ctx = ctx;
+        ctx->stores[s].index = n->stores[s];
+        ctx->stores[s].db = task->dbs ? task->dbs[n->stores[s]] : NULL;
+    }
+    ctx->phase = KS_PHASE_INIT;
+    ks_verdict v = n->ptype->init ? n->ptype->init(ctx, &ctx->state) : KS_OK;
+    ctx->phase = KS_PHASE_NONE;
+    if (v != KS_OK) {
+        snprintf(err, errlen, "%s: init of node '%s' (%s, plugin %s) failed", task->where,
+                 n->name, n->cfg->type, n->plugin->path);
+        return -1;
+    }
+    ctx->inited = 1;
+    return 0;
+}
+
+int ks_task_create(const ks_topology *topo, int32_t partition, const ks_task_io *io,
+                   ks_task **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    ks_task *task = calloc(1, sizeof *task);
+    if (!task) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    task->topo = topo;
+    task->partition = partition;
+    task->io = *io;
+    task->stream_time = -1;
+    snprintf(task->where, sizeof task->where, "task-%d", (int)partition);
+    task->ctxs = calloc(topo->node_count, sizeof *task->ctxs);
+    if (!task->ctxs || open_stores(task, err, errlen) != 0)
+        goto fail;
+    for (size_t i = 0; i < topo->node_count; i++)
+        if (topo->nodes[i].kind == KS_NODE_PROCESSOR &&
+            init_ctx(task, &topo->nodes[i], err, errlen) != 0)
+            goto fail;
+    *out = task;
+    return 0;
+fail:
+    ks_task_destroy(task);
+    return -1;
+}
+
+void ks_task_destroy(ks_task *task)
+{
+    if (!task)
+        return;
+    for (size_t i = 0; task->ctxs && i < task->topo->node_count; i++) {
+        struct ks_ctx *ctx = &task->ctxs[i];
+        if (ctx->inited && ctx->node->ptype->close) {
+            ctx->phase = KS_PHASE_CLOSE;
+            ctx->node->ptype->close(ctx, ctx->state);
+        }
+        free(ctx->stores);
+    }
+    free(task->ctxs);
+    if (task->env) {
+        ks_store_abort(task->env);
+        ks_store_env_close(task->env);
+    }
+    free(task->dbs);
+    free(task->changelog_hi);
+    free(task);
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+static ks_verdict worst(ks_verdict a, ks_verdict b) { return a > b ? a : b; }
+
+int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *rec)
+{
+    /* children see the source record's metadata, as in Kafka Streams */
+    ks_record r = *rec;
+    if (task->current) {
+        r.topic = task->current->topic;
+        r.partition = task->current->partition;
+        r.offset = task->current->offset;
+        if (!r.headers) {
+            r.headers = task->current->headers;
+            r.header_count = task->current->header_count;
+        }
+    }
+    if (child->kind == KS_NODE_SINK) {
+        int rc = task->io.emit(task->io.arg, task, child, &r);
+        if (rc != 0) {
+            task->verdict = worst(task->verdict, KS_RETRY);
+            return rc;
+        }
+        task->records_out++;
+        return 0;
+    }
+    struct ks_ctx *ctx = &task->ctxs[child->index];
+    ks_phase saved = ctx->phase;
+    ctx->phase = KS_PHASE_PROCESS;
+    ks_verdict v = child->ptype->process(ctx, ctx->state, &r);
+    ctx->phase = saved;
+    if (v != KS_OK) {
+        task->verdict = worst(task->verdict, v);
+        return KS_ERR_STATE;
+    }
+    return 0;
+}
+
+ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_record *rec)
+{
+    task->current = rec;
+    task->verdict = KS_OK;
+    task->records_in++;
+    if (rec->timestamp > task->stream_time)
+        task->stream_time = rec->timestamp;
+    for (size_t c = 0; c < source->child_count && task->verdict == KS_OK; c++)
+        ks_task_dispatch(task, &task->topo->nodes[source->children[c]], rec);
+    /* stream-time punctuations due after this record */
+    for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
+        struct ks_ctx *ctx = &task->ctxs[i];
+        ks_schedule *s = &ctx->schedules[KS_TIME_STREAM];
+        if (!ctx->inited || !s->interval || !ctx->node->ptype->punctuate)
+            continue;
+        if (s->next == 0)
+            s->next = task->stream_time + s->interval;
+        if (task->stream_time >= s->next) {
+            ctx->phase = KS_PHASE_PUNCTUATE;
+            ks_verdict v = ctx->node->ptype->punctuate(ctx, ctx->state, KS_TIME_STREAM,
+                                                       task->stream_time);
+            ctx->phase = KS_PHASE_NONE;
+            task->verdict = worst(task->verdict, v);
+            s->next = task->stream_time + s->interval;
+        }
+    }
+    task->current = NULL;
+    return task->verdict;
+}
+
+ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
+{
+    task->verdict = KS_OK;
+    for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
+        struct ks_ctx *ctx = &task->ctxs[i];
+        ks_schedule *s = &ctx->schedules[KS_TIME_WALLCLOCK];
+        if (!ctx->inited || !s->interval || !ctx->node->ptype->punctuate)
+            continue;
+        if (s->next == 0)
+            s->next = now_ms + s->interval;
+        if (now_ms >= s->next) {
+            ctx->phase = KS_PHASE_PUNCTUATE;
+            ks_verdict v =
+                ctx->node->ptype->punctuate(ctx, ctx->state, KS_TIME_WALLCLOCK, now_ms);
+            ctx->phase = KS_PHASE_NONE;
+            task->verdict = worst(task->verdict, v);
+            s->next = now_ms + s->interval;
+        }
+    }
+    return task->verdict;
+}
+
+/* ---- store batches ------------------------------------------------------ */
+
+int ks_task_begin(ks_task *task)
+{
+    return task->env ? ks_store_begin(task->env) : 0;
+}
+
+int ks_task_commit_stores(ks_task *task)
+{
+    if (!task->env || !ks_store_in_txn(task->env))
+        return 0;
+    const ks_pipeline *p = task->topo->pipeline;
+    for (size_t s = 0; s < p->store_count; s++) {
+        if (task->changelog_hi[s] < 0)
+            continue;
+        int rc = ks_store_checkpoint_set(task->dbs[s], task->changelog_hi[s] + 1);
+        if (rc != 0) {
+            ks_task_abort_stores(task);
+            return rc;
+        }
+    }
+    int rc = ks_store_commit(task->env);
+    for (size_t s = 0; s < p->store_count; s++)
+        task->changelog_hi[s] = -1;
+    return rc;
+}
+
+void ks_task_abort_stores(ks_task *task)
+{
+    if (!task->env)
+        return;
+    ks_store_abort(task->env);
+    for (size_t s = 0; s < task->topo->pipeline->store_count; s++)
+        task->changelog_hi[s] = -1;
+}
+
+int ks_task_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *value,
+                        int64_t offset)
+{
+    int rc = ks_store_begin(task->env);
+    if (rc == 0)
+        rc = value ? ks_store_put(task->dbs[store], key, *value)
+                   : ks_store_del(task->dbs[store], key);
+    if (rc == 0 && offset > task->changelog_hi[store])
+        task->changelog_hi[store] = offset;
+    return rc;
+}
+
+int64_t ks_task_checkpoint(ks_task *task, int store)
+{
+    int64_t off;
+    if (!task->dbs || ks_store_checkpoint_get(task->dbs[store], &off) != 0)
+        return -1;
+    return off;
+}

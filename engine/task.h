@@ -1,0 +1,132 @@
+/*
+ * task.h - one task: the processor instances and stores of one partition
+ * number, and the walk of a record through the graph.
+ *
+ * A task knows nothing about Kafka: what leaves it (sink records, changelog
+ * writes) goes through the ks_task_io callbacks of its owner (a worker, or
+ * the test driver). It runs on one thread at a time.
+ */
+#ifndef KS_TASK_H
+#define KS_TASK_H
+
+#include <stdint.h>
+
+#include "kstreams/kstreams.h"
+#include "store.h"
+#include "topology.h"
+
+typedef struct ks_task ks_task;
+
+typedef struct ks_task_io {
+    void *arg;
+    /* Send `rec` to the topic of sink node `sink`. Must copy what it keeps.
+     * Returns 0 or a negative ks_err (the record then fails). */
+    int (*emit)(void *arg, ks_task *task, const ks_topo_node *sink,
+                const ks_record *rec);
+    /* Mirror a store write to the changelog: `value` NULL is a tombstone.
+     * `store` indexes pipeline->stores. May be NULL (no changelog). */
+    int (*changelog)(void *arg, ks_task *task, int store, ks_bytes key,
+                     const ks_bytes *value);
+} ks_task_io;
+
+/* Phases: which host calls are allowed (STYLE: check at the boundary). */
+typedef enum ks_phase {
+    KS_PHASE_NONE = 0,
+    KS_PHASE_INIT,
+    KS_PHASE_PROCESS,
+    KS_PHASE_PUNCTUATE,
+    KS_PHASE_CLOSE
+} ks_phase;
+
+#define KS_CTX_MAGIC 0x6b736378u /* "kscx" */
+
+struct ks_store {
+    struct ks_ctx *ctx;
+    int index; /* into pipeline->stores */
+    ks_store_db *db;
+};
+
+typedef struct ks_schedule {
+    int64_t interval; /* 0: none */
+    int64_t next;
+} ks_schedule;
+
+struct ks_ctx {
+    uint32_t magic;
+    ks_task *task;
+    const ks_topo_node *node;
+    void *state; /* the processor instance */
+    int inited;
+    ks_phase phase;
+    struct ks_store *stores; /* one per node store */
+    ks_schedule schedules[2]; /* by ks_time_kind */
+};
+
+struct ks_task {
+    const ks_topology *topo;
+    int32_t partition;
+    ks_task_io io;
+    struct ks_ctx *ctxs; /* one per topology node (used for processors) */
+    ks_store_env *env;   /* NULL when the pipeline has no stores */
+    ks_store_db **dbs;   /* per pipeline store */
+    int64_t stream_time;
+    const ks_record *current; /* the source record being processed */
+    ks_verdict verdict;       /* worst verdict of the current record */
+    char where[96];           /* "task-3" for logs */
+    char state_dir[4096];
+    /* per pipeline store: highest changelog offset produced in the open
+     * batch, -1 when none (set by the owner's delivery reports) */
+    int64_t *changelog_hi;
+    uint64_t records_in;
+    uint64_t records_out;
+};
+
+/* The host API table the engine hands to plugins. Static, process-wide. */
+const ks_host_api *ks_host_api_table(void);
+
+/*
+ * Create task `partition` of `topo`: open its store environment (under
+ * state_dir/<application>/task-<partition>) when the pipeline has stores,
+ * and init every processor instance. On error returns -1 with err set and
+ * nothing left open.
+ */
+int ks_task_create(const ks_topology *topo, int32_t partition,
+                   const ks_task_io *io, ks_task **out, char *err,
+                   size_t errlen);
+
+/* Close every processor instance, abort an open store batch, close the
+ * environment. NULL is fine. */
+void ks_task_destroy(ks_task *task);
+
+/*
+ * Run one source record through the graph from source node `source`.
+ * Returns the worst verdict of any processor on the way; on KS_OK every
+ * output went through io.emit.
+ */
+ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source,
+                           const ks_record *rec);
+
+/* Deliver rec to one child node (processor or sink); the child's verdict
+ * is folded into task->verdict. Returns 0 or a negative ks_err. */
+int ks_task_dispatch(ks_task *task, const ks_topo_node *child,
+                     const ks_record *rec);
+
+/* Fire due wall-clock punctuations at `now_ms`. */
+ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms);
+
+/* Store batch control, for the owner's commit sequence. */
+int ks_task_begin(ks_task *task);
+/* Set each written store's checkpoint from changelog_hi and commit LMDB. */
+int ks_task_commit_stores(ks_task *task);
+void ks_task_abort_stores(ks_task *task);
+
+/* Apply one changelog record during restore (value NULL: delete) and
+ * remember `offset`; ks_task_commit_restore() writes checkpoints. */
+int ks_task_restore_put(ks_task *task, int store, ks_bytes key,
+                        const ks_bytes *value, int64_t offset);
+
+/* Checkpoint of store `store` (next changelog offset to read); -1 when the
+ * store has none (replay from the beginning). */
+int64_t ks_task_checkpoint(ks_task *task, int store);
+
+#endif /* KS_TASK_H */

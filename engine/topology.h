@@ -1,0 +1,82 @@
+/*
+ * topology.h - the processor graph resolved against loaded plugins.
+ *
+ * Built from a validated ks_pipeline: loads every plugin the pipeline
+ * names or uses, resolves each node's "plugin.processor" type and named
+ * functions, validates each node's `config:` against the processor type's
+ * schema, and links nodes to their children, stores and sinks. Immutable
+ * once built; every task of every worker shares it.
+ */
+#ifndef KS_TOPOLOGY_H
+#define KS_TOPOLOGY_H
+
+#include <stdio.h>
+
+#include "config.h"
+#include "plugin.h"
+
+typedef enum ks_node_kind {
+    KS_NODE_SOURCE = 0,
+    KS_NODE_PROCESSOR,
+    KS_NODE_SINK
+} ks_node_kind;
+
+typedef struct ks_topo_fn {
+    const ks_cfg_function *cfg;
+    const ks_function *fn; /* inside the plugin image */
+} ks_topo_fn;
+
+typedef struct ks_topo_node {
+    int index;
+    ks_node_kind kind;
+    const char *name;
+    const ks_cfg_source *source; /* KS_NODE_SOURCE */
+    const ks_cfg_node *cfg;      /* KS_NODE_PROCESSOR */
+    const ks_cfg_sink *sink;     /* KS_NODE_SINK */
+    ks_plugin *plugin;           /* KS_NODE_PROCESSOR */
+    const ks_processor_type *ptype;
+    ks_topo_fn *fns;
+    size_t fn_count;
+    int *children; /* node indexes, in declaration order */
+    size_t child_count;
+    int *stores; /* indexes into ks_topology.pipeline->stores */
+    size_t store_count;
+} ks_topo_node;
+
+typedef struct ks_topology {
+    ks_pipeline *pipeline; /* owned */
+    ks_topo_node *nodes;
+    size_t node_count;
+    ks_plugin **plugins; /* owned, loaded */
+    size_t plugin_count;
+    int32_t partitions; /* tasks: partitions of the source topics (0 until
+                           known from the broker) */
+} ks_topology;
+
+/*
+ * Build the topology of `p` (taking ownership of p, also on error). Plugins
+ * are copied into `copy_dir` before loading. On error returns -1, *out is
+ * NULL and err holds "FILE:LINE:COL: ..." or "PATH: ..." for plugin errors.
+ */
+int ks_topology_build(ks_pipeline *p, const ks_host_api *api,
+                      const char *copy_dir, ks_topology **out, char *err,
+                      size_t errlen);
+
+/* Unload plugins and free everything, including the pipeline. */
+void ks_topology_free(ks_topology *t);
+
+/* Print sources, processors (plugin, build id), stores and sinks. */
+void ks_topology_print(const ks_topology *t, FILE *f);
+
+/* Print the graph as Graphviz DOT. */
+void ks_topology_print_dot(const ks_topology *t, FILE *f);
+
+/* Node by name; NULL when absent. */
+const ks_topo_node *ks_topology_node(const ks_topology *t, const char *name);
+
+/* Name of the changelog topic of store `store`: "<app>-<store>-changelog",
+ * written into buf. */
+void ks_changelog_topic(const ks_topology *t, const char *store, char *buf,
+                        size_t len);
+
+#endif /* KS_TOPOLOGY_H */

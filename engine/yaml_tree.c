@@ -1,0 +1,248 @@
+/*
+ * yaml_tree.c - libyaml's document loader, copied into plain structs.
+ */
+#include "yaml_tree.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+static int set_err(ks_yerr *err, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int set_err(ks_yerr *err, int line, int col, const char *fmt, ...)
+{
+    va_list ap;
+    err->line = line;
+    err->col = col;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Line and column (1-based) of byte `offset` in text: for reader errors,
+ * which libyaml reports by offset only. */
+static void offset_mark(const char *text, size_t len, size_t offset,
+                        int *line, int *col)
+{
+    int l = 1, c = 1;
+    if (offset > len)
+        offset = len;
+    for (size_t i = 0; i < offset; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == '\n') {
+            l++;
+            c = 1;
+        } else if ((ch & 0xc0) != 0x80) { /* count characters, not bytes */
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+static int parser_err(const yaml_parser_t *parser, const char *text,
+                      size_t len, ks_yerr *err)
+{
+    int line, col;
+    if (parser->error == YAML_MEMORY_ERROR)
+        return set_err(err, 1, 1, "out of memory");
+    if (parser->error == YAML_READER_ERROR) {
+        offset_mark(text, len, parser->problem_offset, &line, &col);
+    } else {
+        line = (int)parser->problem_mark.line + 1;
+        col = (int)parser->problem_mark.column + 1;
+    }
+    return set_err(err, line, col, "YAML syntax error: %s",
+                   parser->problem ? parser->problem : "unknown error");
+}
+
+void ks_ydoc_free(ks_ydoc *doc)
+{
+    if (!doc)
+        return;
+    for (size_t i = 0; i < doc->node_count; i++) {
+        free(doc->nodes[i].text);
+        free(doc->nodes[i].items);
+        free(doc->nodes[i].pairs);
+    }
+    free(doc->nodes);
+    doc->nodes = NULL;
+    doc->root = NULL;
+    doc->node_count = 0;
+}
+
+/* Node `index` (1-based, as libyaml numbers them) of our copy. */
+static ks_ynode *at(ks_ydoc *doc, int index)
+{
+    if (index < 1 || (size_t)index > doc->node_count)
+        return NULL;
+    return &doc->nodes[index - 1];
+}
+
+static int copy_document(yaml_document_t *ydoc, ks_ydoc *doc, ks_yerr *err)
+{
+    size_t n = (size_t)(ydoc->nodes.top - ydoc->nodes.start);
+    doc->nodes = calloc(n ? n : 1, sizeof *doc->nodes);
+    if (!doc->nodes)
+        return set_err(err, 1, 1, "out of memory");
+    doc->node_count = n;
+
+    for (size_t i = 0; i < n; i++) {
+        const yaml_node_t *y = &ydoc->nodes.start[i];
+        ks_ynode *k = &doc->nodes[i];
+        k->line = (int)y->start_mark.line + 1;
+        k->col = (int)y->start_mark.column + 1;
+        switch (y->type) {
+        case YAML_SCALAR_NODE: {
+            size_t len = y->data.scalar.length;
+            k->kind = KS_Y_SCALAR;
+            k->text = malloc(len + 1);
+            if (!k->text)
+                return set_err(err, k->line, k->col, "out of memory");
+            memcpy(k->text, y->data.scalar.value, len);
+            k->text[len] = '\0';
+            k->len = len;
+            k->plain = y->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+            if (memchr(k->text, '\0', len))
+                return set_err(err, k->line, k->col,
+                               "a scalar contains a NUL character");
+            break;
+        }
+        case YAML_SEQUENCE_NODE: {
+            size_t cnt = (size_t)(y->data.sequence.items.top -
+                                  y->data.sequence.items.start);
+            k->kind = KS_Y_SEQ;
+            k->items = calloc(cnt ? cnt : 1, sizeof *k->items);
+            if (!k->items)
+                return set_err(err, k->line, k->col, "out of memory");
+            k->count = cnt;
+            for (size_t j = 0; j < cnt; j++) {
+                k->items[j] = at(doc, y->data.sequence.items.start[j]);
+                if (!k->items[j])
+                    return set_err(err, k->line, k->col,
+                                   "YAML syntax error: bad node reference");
+            }
+            break;
+        }
+        case YAML_MAPPING_NODE: {
+            size_t cnt = (size_t)(y->data.mapping.pairs.top -
+                                  y->data.mapping.pairs.start);
+            k->kind = KS_Y_MAP;
+            k->pairs = calloc(cnt ? cnt : 1, sizeof *k->pairs);
+            if (!k->pairs)
+                return set_err(err, k->line, k->col, "out of memory");
+            k->count = cnt;
+            for (size_t j = 0; j < cnt; j++) {
+                k->pairs[j].key = at(doc, y->data.mapping.pairs.start[j].key);
+                k->pairs[j].value =
+                    at(doc, y->data.mapping.pairs.start[j].value);
+                if (!k->pairs[j].key || !k->pairs[j].value)
+                    return set_err(err, k->line, k->col,
+                                   "YAML syntax error: bad node reference");
+            }
+            break;
+        }
+        default:
+            return set_err(err, k->line, k->col,
+                           "YAML syntax error: empty node");
+        }
+    }
+
+    /* Duplicate keys, once every scalar has its text. */
+    for (size_t i = 0; i < n; i++) {
+        const ks_ynode *m = &doc->nodes[i];
+        if (m->kind != KS_Y_MAP)
+            continue;
+        for (size_t j = 1; j < m->count; j++) {
+            const ks_ynode *kj = m->pairs[j].key;
+            if (kj->kind != KS_Y_SCALAR)
+                continue;
+            for (size_t p = 0; p < j; p++) {
+                const ks_ynode *kp = m->pairs[p].key;
+                if (kp->kind == KS_Y_SCALAR && kp->len == kj->len &&
+                    memcmp(kp->text, kj->text, kj->len) == 0)
+                    return set_err(err, kj->line, kj->col,
+                                   "duplicate key '%s'; first defined at "
+                                   "line %d",
+                                   kj->text, kp->line);
+            }
+        }
+    }
+    doc->root = n ? &doc->nodes[0] : NULL;
+    return 0;
+}
+
+int ks_ydoc_parse(const char *text, size_t len, ks_ydoc *doc, ks_yerr *err)
+{
+    yaml_parser_t parser;
+    yaml_document_t ydoc;
+    int rc = -1;
+
+    memset(doc, 0, sizeof *doc);
+    memset(err, 0, sizeof *err);
+    if (!yaml_parser_initialize(&parser))
+        return set_err(err, 1, 1, "out of memory");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+
+    if (!yaml_parser_load(&parser, &ydoc)) {
+        parser_err(&parser, text, len, err);
+        goto out;
+    }
+    if (!yaml_document_get_root_node(&ydoc)) { /* no document at all */
+        yaml_document_delete(&ydoc);
+        rc = 0;
+        goto out;
+    }
+    rc = copy_document(&ydoc, doc, err);
+    yaml_document_delete(&ydoc);
+    if (rc != 0)
+        goto out;
+
+    /* Exactly one document: the next load must find the stream's end. */
+    rc = -1;
+    if (!yaml_parser_load(&parser, &ydoc)) {
+        parser_err(&parser, text, len, err);
+        goto out;
+    }
+    if (yaml_document_get_root_node(&ydoc)) {
+        set_err(err, (int)ydoc.start_mark.line + 1,
+                (int)ydoc.start_mark.column + 1,
+                "expected one YAML document, found a second one");
+        yaml_document_delete(&ydoc);
+        goto out;
+    }
+    yaml_document_delete(&ydoc);
+    rc = 0;
+
+out:
+    yaml_parser_delete(&parser);
+    if (rc != 0)
+        ks_ydoc_free(doc);
+    return rc;
+}
+
+int ks_ynode_is_null(const ks_ynode *n)
+{
+    if (!n || n->kind != KS_Y_SCALAR || !n->plain)
+        return 0;
+    return n->len == 0 || strcmp(n->text, "~") == 0 ||
+           strcmp(n->text, "null") == 0 || strcmp(n->text, "Null") == 0 ||
+           strcmp(n->text, "NULL") == 0;
+}
+
+const ks_ynode *ks_ynode_get(const ks_ynode *map, const char *key)
+{
+    if (!map || map->kind != KS_Y_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->count; i++) {
+        const ks_ynode *k = map->pairs[i].key;
+        if (k->kind == KS_Y_SCALAR && strcmp(k->text, key) == 0)
+            return map->pairs[i].value;
+    }
+    return NULL;
+}

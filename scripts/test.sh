@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The test command (README.md, .ci/run): installs what is missing, builds
+# with warnings as errors, runs the unit tests (also under ASan+UBSan),
+# starts a real single-node Kafka, runs every integration test against it,
+# stops the broker, and ends with one line "N passed, N failed".
+#
+#   scripts/test.sh              everything
+#   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build (faster locally)
+#   KS_TESTS="stateless" scripts/test.sh   only these integration tests
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LOGDIR=$ROOT/build/test-logs
+passed=0
+failed=0
+
+note() { printf '\n=== %s\n' "$*"; }
+
+# Add up every "<suite>: N passed, N failed" line of a log; a program that
+# printed no summary (crash, hang) counts as one failure.
+tally() {
+  local log=$1 status=$2 lines
+  lines=$(grep -E '^[A-Za-z0-9_-]+: [0-9]+ passed, [0-9]+ failed' "$log" || true)
+  if [ -z "$lines" ]; then
+    echo "no test summary in $log (exit $status): counted as 1 failure"
+    failed=$((failed + 1))
+    return
+  fi
+  while read -r _ p _ f _; do
+    passed=$((passed + p))
+    failed=$((failed + f))
+  done <<<"$lines"
+  if [ "$status" -ne 0 ] && ! grep -qE ' [1-9][0-9]* failed' <<<"$lines"; then
+    echo "$log: exit $status without a failed test: counted as 1 failure"
+    failed=$((failed + 1))
+  fi
+}
+
+scripts/setup.sh || exit 1
+
+note "build (warnings are errors)"
+./autogen.sh >/dev/null 2>&1 || { echo "autogen failed"; exit 1; }
+mkdir -p build "$LOGDIR"
+( cd build && ../configure --enable-werror -q && make -j2 -s ) >"$LOGDIR/build.log" 2>&1 \
+  || { tail -50 "$LOGDIR/build.log"; echo "0 passed, 1 failed"; exit 1; }
+
+note "unit tests"
+( cd build && make -j2 -s check ) >"$LOGDIR/unit-make.log" 2>&1
+st=$?
+cat build/tests/unit/test_unit.log 2>/dev/null >"$LOGDIR/unit.log" || cp "$LOGDIR/unit-make.log" "$LOGDIR/unit.log"
+grep -E '^(unit: |  Test: .*FAILED|.*\.c:[0-9]+ - )' "$LOGDIR/unit.log" | tail -20
+[ $st -eq 0 ] || tail -30 "$LOGDIR/unit-make.log"
+tally "$LOGDIR/unit.log" $st
+
+if [ -z "${KS_SKIP_ASAN:-}" ]; then
+  note "unit tests under ASan+UBSan"
+  mkdir -p build-asan
+  ( cd build-asan && ../configure -q --enable-werror \
+      CFLAGS='-g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined' \
+      LDFLAGS='-fsanitize=address,undefined' && make -j2 -s && make -j2 -s check ) \
+      >"$LOGDIR/asan-make.log" 2>&1
+  st=$?
+  sed 's/^unit: /unit-asan: /' build-asan/tests/unit/test_unit.log >"$LOGDIR/asan.log" 2>/dev/null \
+    || cp "$LOGDIR/asan-make.log" "$LOGDIR/asan.log"
+  grep -E '^unit-asan: |ERROR: AddressSanitizer|runtime error' "$LOGDIR/asan.log" | head -20
+  [ $st -eq 0 ] || tail -30 "$LOGDIR/asan-make.log"
+  tally "$LOGDIR/asan.log" $st
+fi
+
+for version in ${KAFKA_VERSIONS:-4.1.1}; do
+  note "integration tests against Kafka $version"
+  export KAFKA_VERSION=$version
+  scripts/kafka.sh stop >/dev/null 2>&1 || true
+  if ! scripts/kafka.sh start "$version"; then
+    echo "kafka $version did not start"
+    failed=$((failed + 1))
+    continue
+  fi
+  trap 'scripts/kafka.sh stop >/dev/null 2>&1' EXIT
+  export KS_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
+  for t in build/tests/integration/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t" | sed 's/^test_//')
+    if [ -n "${KS_TESTS:-}" ] && ! grep -qw "$name" <<<"$KS_TESTS"; then continue; fi
+    log="$LOGDIR/it-$name-$version.log"
+    start=$(date +%s)
+    ( cd "$(dirname "$t")" && timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
+    st=$?
+    grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15
+    echo "($name on Kafka $version: exit $st in $(( $(date +%s) - start )) s; log $log)"
+    tally "$log" $st
+  done
+  scripts/kafka.sh stop >/dev/null 2>&1
+  trap - EXIT
+done
+
+note "summary"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

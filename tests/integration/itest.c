@@ -1,0 +1,334 @@
+/*
+ * itest.c - see itest.h. Everything talks to a real broker on loopback.
+ */
+#include "itest.h"
+
+#include <CUnit/Basic.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef KS_TEST_BUILDDIR
+#define KS_TEST_BUILDDIR "."
+#endif
+
+const char *it_bootstrap(void)
+{
+    const char *b = getenv("KS_BOOTSTRAP");
+    return b && *b ? b : "127.0.0.1:9092";
+}
+
+void it_unique(char *buf, size_t len, const char *base)
+{
+    static int n;
+    snprintf(buf, len, "%s-%d-%ld-%d", base, (int)getpid(), (long)time(NULL) % 100000, ++n);
+}
+
+void it_tempdir(char *buf, size_t len)
+{
+    snprintf(buf, len, "/tmp/ks-itest-XXXXXX");
+    if (!mkdtemp(buf))
+        buf[0] = '\0';
+}
+
+void it_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int64_t it_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static rd_kafka_t *client(rd_kafka_type_t type, const char *const *props)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char err[512];
+    rd_kafka_conf_set(conf, "bootstrap.servers", it_bootstrap(), err, sizeof err);
+    rd_kafka_conf_set(conf, "socket.nagle.disable", "true", err, sizeof err);
+    for (size_t i = 0; props && props[i]; i += 2)
+        if (rd_kafka_conf_set(conf, props[i], props[i + 1], err, sizeof err)) {
+            fprintf(stderr, "itest: %s=%s: %s\n", props[i], props[i + 1], err);
+            rd_kafka_conf_destroy(conf);
+            return NULL;
+        }
+    rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "itest: %s\n", err);
+        rd_kafka_conf_destroy(conf);
+    }
+    return rk;
+}
+
+int it_create_topic(const char *topic, int partitions)
+{
+    rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, NULL);
+    if (!rk)
+        return -1;
+    char err[512];
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, err, sizeof err);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    int rc = -1;
+    if (ev) {
+        size_t n;
+        const rd_kafka_topic_result_t **tr =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        rc = (n == 1 && !rd_kafka_topic_result_error(tr[0])) ? 0 : -1;
+        if (rc)
+            fprintf(stderr, "itest: create %s: %s\n", topic,
+                    n ? rd_kafka_topic_result_error_string(tr[0]) : "?");
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+static void count_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    if (m->err)
+        fprintf(stderr, "itest: delivery failed: %s\n", rd_kafka_err2str(m->err));
+}
+
+int it_produce(const char *topic, int n, it_make_fn make, void *arg)
+{
+    const char *props[] = {"linger.ms", "5", "enable.idempotence", "true",
+                           "partitioner", "murmur2_random", NULL};
+    rd_kafka_conf_t *unused = NULL;
+    (void)unused;
+    rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, props);
+    if (!rk)
+        return -1;
+    char key[512], value[4096];
+    for (int i = 0; i < n; i++) {
+        int32_t part = RD_KAFKA_PARTITION_UA;
+        key[0] = value[0] = '\0';
+        make(i, key, sizeof key, value, sizeof value, &part, arg);
+        for (;;) {
+            rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(value, strlen(value)),
+                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                rd_kafka_poll(rk, 10);
+                continue;
+            }
+            if (e) {
+                fprintf(stderr, "itest: produce: %s\n", rd_kafka_err2str(e));
+                rd_kafka_destroy(rk);
+                return -1;
+            }
+            break;
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_resp_err_t e = rd_kafka_flush(rk, 60000);
+    rd_kafka_destroy(rk);
+    (void)count_dr;
+    return e ? -1 : 0;
+}
+
+static char *dup_bytes(const void *p, size_t n)
+{
+    if (!p)
+        return NULL;
+    char *c = malloc(n + 1);
+    memcpy(c, p, n);
+    c[n] = '\0';
+    return c;
+}
+
+int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msgs *out)
+{
+    char group[256];
+    it_unique(group, sizeof group, "itest-reader");
+    const char *props[] = {"group.id", group, "isolation.level", "read_committed",
+                           "enable.auto.commit", "false", "enable.partition.eof", "false",
+                           NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, props);
+    if (!rk)
+        return -1;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    int64_t wait_from = it_now_ms();
+    /* the topic may not exist yet: the engine creates its sinks */
+    for (;;) {
+        if (!rd_kafka_metadata(rk, 0, rkt, &md, 10000)) {
+            if (md->topic_cnt == 1 && !md->topics[0].err && md->topics[0].partition_cnt > 0)
+                break;
+            rd_kafka_metadata_destroy(md);
+        }
+        md = NULL;
+        if (it_now_ms() - wait_from > max_ms)
+            break;
+        it_sleep_ms(200);
+    }
+    if (!md) {
+        fprintf(stderr, "itest: no metadata for %s\n", topic);
+        rd_kafka_topic_destroy(rkt);
+        rd_kafka_destroy(rk);
+        return -1;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    for (int p = 0; p < md->topics[0].partition_cnt; p++)
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    int64_t start = it_now_ms(), last = start;
+    while (it_now_ms() - start < max_ms) {
+        if (out->count >= expect && it_now_ms() - last >= idle_ms)
+            break;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (!m)
+            continue;
+        if (!m->err) {
+            if (out->count == out->cap) {
+                out->cap = out->cap ? out->cap * 2 : 1024;
+                out->items = realloc(out->items, out->cap * sizeof *out->items);
+            }
+            it_msg *x = &out->items[out->count++];
+            x->key = dup_bytes(m->key, m->key_len);
+            x->key_len = m->key_len;
+            x->value = dup_bytes(m->payload, m->len);
+            x->value_len = m->len;
+            x->partition = m->partition;
+            x->offset = m->offset;
+            last = it_now_ms();
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return 0;
+}
+
+void it_msgs_free(it_msgs *m)
+{
+    for (size_t i = 0; i < m->count; i++) {
+        free(m->items[i].key);
+        free(m->items[i].value);
+    }
+    free(m->items);
+    memset(m, 0, sizeof *m);
+}
+
+int it_write_file(const char *path, const char *fmt, ...)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+const char *it_kstreams(void)
+{
+    const char *b = getenv("KSTREAMS_BIN");
+    return b && *b ? b : KS_TEST_BUILDDIR "/engine/kstreams";
+}
+
+pid_t it_engine_start(const char *yaml, const char *instance, const char *log)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    execl(it_kstreams(), "kstreams", "run", yaml, "--instance", instance, (char *)NULL);
+    _exit(127);
+}
+
+int it_engine_stop(pid_t pid, int timeout_ms)
+{
+    kill(pid, SIGTERM);
+    int64_t start = it_now_ms();
+    int status;
+    while (it_now_ms() - start < timeout_ms) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        it_sleep_ms(50);
+    }
+    it_engine_kill(pid);
+    return -1;
+}
+
+void it_engine_kill(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+int it_log_count(const char *log, const char *needle)
+{
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+long it_log_sum_before(const char *log, const char *prefix, const char *suffix)
+{
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return 0;
+    char line[8192];
+    long sum = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, prefix);
+        if (!p || (suffix && !strstr(p, suffix)))
+            continue;
+        sum += strtol(p + strlen(prefix), NULL, 10);
+    }
+    fclose(f);
+    return sum;
+}
+
+int it_main(const char *suite, const it_case *cases)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (CU_initialize_registry() != CUE_SUCCESS)
+        return 2;
+    CU_pSuite s = CU_add_suite(suite, NULL, NULL);
+    for (const it_case *c = cases; c->name; c++)
+        CU_add_test(s, c->name, c->fn);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_tests_failed();
+    unsigned run = CU_get_number_of_tests_run();
+    printf("\n%s: %u passed, %u failed\n", suite, run - failed, failed);
+    CU_cleanup_registry();
+    return failed ? 1 : 0;
+}

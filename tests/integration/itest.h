@@ -1,0 +1,74 @@
+/*
+ * itest.h - helpers of the integration tests: a real broker (started by
+ * scripts/kafka.sh; address in $KS_BOOTSTRAP, default 127.0.0.1:9092), real
+ * `kstreams run` processes, and read_committed readers of their outputs.
+ */
+#ifndef KS_ITEST_H
+#define KS_ITEST_H
+
+#include <librdkafka/rdkafka.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct it_msg {
+    char *key; /* NUL-terminated copies (NULL for a null key/value) */
+    size_t key_len;
+    char *value;
+    size_t value_len;
+    int32_t partition;
+    int64_t offset;
+} it_msg;
+
+typedef struct it_msgs {
+    it_msg *items;
+    size_t count;
+    size_t cap;
+} it_msgs;
+
+const char *it_bootstrap(void);
+/* "<base>-<pid>-<n>": topics and applications unique to this run. */
+void it_unique(char *buf, size_t len, const char *base);
+/* A fresh temp directory (under /tmp); caller frees nothing. */
+void it_tempdir(char *buf, size_t len);
+int it_create_topic(const char *topic, int partitions);
+/* Produce n records made by `make` (fills key/value, NUL-terminated, and
+ * may set *partition, -1 for the default partitioner); waits for delivery. */
+typedef void (*it_make_fn)(int i, char *key, size_t klen, char *value, size_t vlen,
+                           int32_t *partition, void *arg);
+int it_produce(const char *topic, int n, it_make_fn make, void *arg);
+/* Read `topic` from the beginning with read_committed until `expect`
+ * records arrived and nothing more came for `idle_ms`, or `max_ms` passed. */
+int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msgs *out);
+void it_msgs_free(it_msgs *m);
+
+/* Write a file from a format. 0 or -1. */
+int it_write_file(const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Path of the built kstreams binary. */
+const char *it_kstreams(void);
+/* Start `kstreams run yaml --instance instance` with stderr/stdout to log. */
+pid_t it_engine_start(const char *yaml, const char *instance, const char *log);
+/* SIGTERM and wait up to timeout_ms; returns the exit status, or -1 when
+ * it had to be killed. */
+int it_engine_stop(pid_t pid, int timeout_ms);
+/* SIGKILL and reap. */
+void it_engine_kill(pid_t pid);
+/* Count lines of `log` containing `needle`. */
+int it_log_count(const char *log, const char *needle);
+/* Sum of the integer that follows `prefix` on every line of log that
+ * contains it (e.g. "records replayed" counts). */
+long it_log_sum_before(const char *log, const char *prefix, const char *suffix);
+/* Sleep ms milliseconds. */
+void it_sleep_ms(int ms);
+int64_t it_now_ms(void);
+
+/* Run the CUnit suite `suite` of `cases` (NULL-terminated by name), print
+ * CUnit's summary and "<suite>: N passed, N failed"; exit status 0/1. */
+typedef struct it_case {
+    const char *name;
+    void (*fn)(void);
+} it_case;
+int it_main(const char *suite, const it_case *cases);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * dupproc.c - test plugin: two processor types named "twice". The loader must
+ * refuse the second.
+ */
+#include <kstreams/kstreams.h>
+
+static ks_verdict process(ks_ctx *ctx, void *state, const ks_record *rec)
+{
+    (void)ctx, (void)state, (void)rec;
+    return KS_OK;
+}
+
+static const ks_processor_type first = {
+    .struct_size = sizeof(ks_processor_type),
+    .name = "twice",
+    .process = process,
+};
+static const ks_processor_type second = {
+    .struct_size = sizeof(ks_processor_type),
+    .name = "twice",
+    .process = process,
+};
+static const ks_processor_type *const processors[] = {&first, &second};
+
+static const ks_plugin_descriptor descriptor = {
+    KS_DESCRIPTOR_HEADER,
+    .name = "dupproc",
+    .version = "1.0.0",
+    .build_id = KS_BUILD_ID,
+    .processors = processors,
+    .processor_count = sizeof processors / sizeof processors[0],
+};
+
+KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)
+{
+    (void)api;
+    return &descriptor;
+}
