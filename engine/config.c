@@ -270,7 +270,9 @@ static ks_mark mark_of(const pctx *c, const ks_ynode *n)
 
 static int oom(pctx *c, const ks_ynode *at)
 {
-    return at ? FAIL_AT(c, at, "out of memory") : failf(c, 1, 1, "out of memory");
+    if (at)
+        return FAIL_AT(c, at, "out of memory");
+    return failf(c, 1, 1, "out of memory");
 }
 
 /* What a node is, for "found ..." in messages. */
@@ -282,8 +284,12 @@ static const char *found(const ks_ynode *v, char *buf, size_t len)
         return "a mapping";
     if (ks_ynode_is_null(v))
         return "nothing";
-    if (v->len > 60)
-        snprintf(buf, len, "'%.57s...'", v->text);
+    if (v->len > 60) {
+        int cut = 57; /* not inside a UTF-8 sequence */
+        while (cut > 0 && ((unsigned char)v->text[cut] & 0xc0) == 0x80)
+            cut--;
+        snprintf(buf, len, "'%.*s...'", cut, v->text);
+    }
     else
         snprintf(buf, len, "'%s'", v->text);
     return buf;
@@ -724,7 +730,8 @@ static int parse_stores(pctx *c, const ks_ynode *kn, const ks_ynode *v)
             return -1;
         if (f.val[0]) {
             char buf[80];
-            if (want_scalar(c, f.key[0], f.val[0], "a size") != 0)
+            if (want_scalar(c, f.key[0], f.val[0],
+                            "a size (e.g. 512MiB, 4GiB)") != 0)
                 return -1;
             if (ks_parse_size(f.val[0]->text, &st->map_size) != 0)
                 return FAIL_AT(c, f.val[0],
@@ -1424,7 +1431,7 @@ static int parse_top(pctx *c, const ks_ynode *root)
     }
     if ((v = f.val[T_COMMIT_INTERVAL])) {
         k = f.key[T_COMMIT_INTERVAL];
-        if (want_scalar(c, k, v, "an integer or a duration") != 0)
+        if (want_scalar(c, k, v, "an integer or a duration (e.g. 100ms)"))
             return -1;
         if (ks_parse_duration_ms(v->text, &p->commit_interval_ms) != 0)
             return FAIL_AT(c, v,

@@ -54,8 +54,9 @@ int ks_engine_stopping(const ks_engine *eng)
  * different state directories never share one. */
 static void default_instance(const ks_pipeline *p, char *buf, size_t len)
 {
-    char host[128] = "host", dir[4096];
+    char host[64] = "host", dir[4096];
     gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
     const char *d = realpath(p->state_dir, dir) ? dir : p->state_dir;
     uint64_t h = 1469598103934665603ull;
     for (const char *c = d; *c; c++)

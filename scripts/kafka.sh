@@ -54,11 +54,13 @@ resolve_version() {
 
 lib_dir() { echo "$CACHE/kafka-$1/lib"; }
 
-write_pom() { # file version extra-dependency-xml
+write_pom() { # file version extra-dependencies-xml managed-dependencies-xml
 	cat >"$1" <<EOF
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>kstreams</groupId><artifactId>kafka-runtime</artifactId><version>1</version>
+  <dependencyManagement><dependencies>$4
+  </dependencies></dependencyManagement>
   <dependencies>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$2</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>$2</version></dependency>$3
@@ -72,19 +74,24 @@ dep_xml() { # group artifact version
 }
 
 # Maven 3.8 -q still prints bare colour resets, so keep its output for failures.
-copy_deps() { # dir
+copy_deps() { # dir (holding pom.xml; jars go to dir/lib)
 	mvn -q -B -f "$1/pom.xml" "$DEP_PLUGIN:copy-dependencies" \
 		-DincludeScope=runtime -DoutputDirectory="$1/lib" >"$1/mvn.log" 2>&1 && return 0
 	sed 's/\x1b\[[0-9;]*m//g; /^$/d' "$1/mvn.log" >&2
 	return 1
 }
 
+jar_version() { # dir artifact -> version of dir/artifact-<version>.jar, if any
+	find "$1" -maxdepth 1 -name "$2-[0-9]*.jar" -printf '%f\n' | sed "s/^$2-//; s/\.jar\$//"
+}
+
 # The Kafka POMs bring slf4j-api but no backend. The backend must match both
 # the slf4j major (binder vs provider) and the logging API Kafka's own code
-# calls (log4j 1 in 3.x, log4j2 in 4.x), so resolve Kafka first, look at what
-# came, then resolve again with the backend added.
+# calls (log4j 1 in 3.x, log4j2 in 4.x), so resolve Kafka alone first, look
+# at what came, then resolve again with the backend added, pinning what Kafka
+# chose (else slf4j-reload4j downgrades reload4j 1.2.25 to 1.2.19 in 3.9).
 fetch_jars() { # version
-	local ver=$1 lib base tmp slf extra
+	local ver=$1 lib base tmp slf r4j l4j extra managed
 	lib=$(lib_dir "$ver")
 	[[ -d $lib ]] && return 0
 	base=$(dirname "$lib")
@@ -94,27 +101,31 @@ fetch_jars() { # version
 	[[ -d $lib ]] && return 0
 	echo "kafka.sh: fetching Kafka $ver jars into $lib" >&2
 	tmp=$(mktemp -d "$base/fetch.XXXXXX")
-	write_pom "$tmp/pom.xml" "$ver" ""
-	copy_deps "$tmp" || { rm -rf "$tmp"; die "maven could not resolve kafka_2.13:$ver"; }
-	slf=$(find "$tmp/lib" -name 'slf4j-api-*.jar' -printf '%f\n' | sed 's/^slf4j-api-//; s/\.jar$//')
+	mkdir "$tmp/kafka" "$tmp/full"
+	write_pom "$tmp/kafka/pom.xml" "$ver" "" ""
+	copy_deps "$tmp/kafka" || { rm -rf "$tmp"; die "maven could not resolve kafka_2.13:$ver"; }
+	slf=$(jar_version "$tmp/kafka/lib" slf4j-api)
 	[[ $slf =~ ^[0-9]+\.[0-9.]+$ ]] || { rm -rf "$tmp"; die "expected one slf4j-api jar, found '$slf'"; }
+	managed=$(dep_xml org.slf4j slf4j-api "$slf")
 	if [[ $ver == 3.* ]]; then
+		r4j=$(jar_version "$tmp/kafka/lib" reload4j)
+		[[ -n $r4j ]] && managed+=$(dep_xml ch.qos.reload4j reload4j "$r4j")
 		extra=$(dep_xml org.slf4j slf4j-reload4j "$slf")
 	else
-		extra=$(dep_xml org.apache.logging.log4j log4j-core "$LOG4J2_VERSION")
-		extra+=$(dep_xml org.apache.logging.log4j log4j-1.2-api "$LOG4J2_VERSION")
+		l4j=$(jar_version "$tmp/kafka/lib" log4j-api)
+		l4j=${l4j:-$LOG4J2_VERSION}
+		extra=$(dep_xml org.apache.logging.log4j log4j-core "$l4j")
+		extra+=$(dep_xml org.apache.logging.log4j log4j-1.2-api "$l4j")
 		if [[ $slf == 1.* ]]; then
-			extra+=$(dep_xml org.apache.logging.log4j log4j-slf4j-impl "$LOG4J2_VERSION")
+			extra+=$(dep_xml org.apache.logging.log4j log4j-slf4j-impl "$l4j")
 		else
-			extra+=$(dep_xml org.apache.logging.log4j log4j-slf4j2-impl "$LOG4J2_VERSION")
+			extra+=$(dep_xml org.apache.logging.log4j log4j-slf4j2-impl "$l4j")
 		fi
 	fi
-	write_pom "$tmp/pom.xml" "$ver" "$extra"
-	copy_deps "$tmp" || { rm -rf "$tmp"; die "maven could not resolve the logging backend for $ver"; }
-	[[ $(find "$tmp/lib" -name 'slf4j-api-*.jar' | wc -l) == 1 ]] ||
-		{ rm -rf "$tmp"; die "logging backend pulled a second slf4j-api"; }
-	cp "$tmp/pom.xml" "$base/pom.xml"
-	mv "$tmp/lib" "$lib" # atomic: a lib dir that exists is complete
+	write_pom "$tmp/full/pom.xml" "$ver" "$extra" "$managed"
+	copy_deps "$tmp/full" || { rm -rf "$tmp"; die "maven could not resolve the logging backend for $ver"; }
+	cp "$tmp/full/pom.xml" "$base/pom.xml"
+	mv "$tmp/full/lib" "$lib" # atomic: a lib dir that exists is complete
 	rm -rf "$tmp"
 }
 
@@ -256,10 +267,9 @@ wait_ready() { # pid
 }
 
 start_broker() { # [version]
-	local want=${1:-} have pid lib cid
+	local want=${1:-${KAFKA_VERSION:-}} have pid lib cid
 	have=$(recorded_version)
-	[[ -z $want && -n $have ]] && want=$have # restart keeps the data's version
-	want=$(resolve_version "${want:-${KAFKA_VERSION:-$DEFAULT_VERSION}}")
+	want=$(resolve_version "${want:-${have:-$DEFAULT_VERSION}}")
 	if [[ -n $have && $have != "$want" ]]; then
 		die "$DIR holds Kafka $have data, not $want; run 'kafka.sh stop' first"
 	fi
@@ -381,7 +391,7 @@ stop-keep)
 restart)
 	lock_dir
 	stop_broker
-	start_broker ""
+	start_broker "$(recorded_version)" # same version as the data
 	;;
 status)
 	if find_pid >/dev/null && answers; then ready_line; else

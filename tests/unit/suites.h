@@ -4,5 +4,6 @@
 void ks_test_register_plugin(void);
 void ks_test_register_store(void);
 void ks_test_register_config(void);
-#define KS_TEST_SUITES ks_test_register_plugin(); ks_test_register_store(); ks_test_register_config();
+void ks_test_register_stateful(void);
+#define KS_TEST_SUITES ks_test_register_plugin(); ks_test_register_store(); ks_test_register_config(); ks_test_register_stateful();
 #endif

@@ -590,6 +590,13 @@ static void test_in_memory(void)
                  "4");
     expect_error(BASE "sinks: [ { from: [in], topic: o } ]\n",
                  "mem.yaml:4:18: expected a string for 'from', found a list");
+    expect_error(BASE "commit_interval_ms: [1]\n",
+                 "mem.yaml:4:21: expected an integer or a duration (e.g. "
+                 "100ms) for 'commit_interval_ms', found a list");
+    expect_error(BASE "sinks: [ { from: in, topic: o } ]\n"
+                      "nodes: [ { name: n, type: x, from: { a: b } } ]\n",
+                 "mem.yaml:5:36: expected a name or a list of names for "
+                 "'from', found a mapping");
     expect_error(BASE "sinks:\n",
                  "mem.yaml:4:1: missing value for 'sinks'");
     expect_error(BASE "sinks: [ { from: in, topic: o } ]\n[a]: 1\n",

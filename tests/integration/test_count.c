@@ -1,0 +1,242 @@
+/*
+ * test_count.c - exactly-once stateful processing against the real broker,
+ * with the shipped `count` plugin: 1 000 keys on 4 partitions, 2 workers.
+ *
+ * One scenario in phases, each checked against a reference computed here:
+ *   1. 50 000 records; clean stop (SIGTERM)       -> restart replays nothing
+ *   2. 25 000 more; kill -9 while processing      -> restart replays a tail
+ *   3. state directory deleted                    -> full restore, counts go on
+ *   4. a second process joins mid-stream, leaves  -> still exact
+ * After each phase the output topic (read_committed) must hold, per key,
+ * exactly the counts 1, 2, 3, ... n with no gap and no repeat.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "itest.h"
+#include "kstreams/kstreams.h"
+
+#define KEYS 1000
+
+static char dir[256], app[128], in_topic[128], out_topic[128];
+static char yaml_a[512], yaml_b[512], log_a[512], log_b[512];
+static long produced; /* records produced so far */
+static long expected_count[KEYS];
+
+static void make_view(int i, char *key, size_t klen, char *value, size_t vlen,
+                      int32_t *partition, void *arg)
+{
+    (void)partition;
+    long base = *(long *)arg;
+    long n = base + i;
+    /* a key sequence that is not round-robin: some keys hotter */
+    int k = (int)((n * 7919 + (n % 13) * 31) % KEYS);
+    snprintf(key, klen, "user-%04d", k);
+    snprintf(value, vlen, "{\"n\":%ld,\"path\":\"/p/%d\"}", n, (int)(n % 50));
+}
+
+static void produce_more(int n)
+{
+    long base = produced;
+    CU_ASSERT_FATAL(it_produce(in_topic, n, make_view, &base) == 0);
+    for (int i = 0; i < n; i++) {
+        long x = base + i;
+        expected_count[(x * 7919 + (x % 13) * 31) % KEYS]++;
+    }
+    produced += n;
+}
+
+static void write_pipeline(const char *yaml, const char *state)
+{
+    it_write_file(yaml,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "guarantee: exactly-once\n"
+                  "commit_interval_ms: 100\n"
+                  "workers: 2\n"
+                  "state_dir: %s\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n"
+                  "  views: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n"
+                  "  - { name: per_user, type: count, from: views, store: counts }\n"
+                  "sinks:\n"
+                  "  - { from: per_user, topic: %s, key: string, value: int64, create: true, "
+                  "partitions: 4 }\n",
+                  app, it_bootstrap(), state, KS_TEST_BUILDDIR, in_topic, out_topic);
+}
+
+/* Read the whole output and check every key's sequence 1..expected.
+ * Returns the number of keys whose sequence is wrong. */
+static int check_sequences(const char *phase)
+{
+    it_msgs out = {0};
+    it_consume(out_topic, (size_t)produced, 2000, 180000, &out);
+    static long last[KEYS];
+    memset(last, 0, sizeof last);
+    long gaps = 0, repeats = 0, foreign = 0;
+    for (size_t i = 0; i < out.count; i++) {
+        const it_msg *m = &out.items[i];
+        int k = -1;
+        if (m->key && sscanf(m->key, "user-%d", &k) != 1)
+            k = -1;
+        if (k < 0 || k >= KEYS || m->value_len != 8) {
+            foreign++;
+            continue;
+        }
+        long c = (long)ks_int64_decode(m->value);
+        if (c == last[k] + 1)
+            last[k] = c;
+        else if (c <= last[k])
+            repeats++;
+        else {
+            gaps++;
+            last[k] = c;
+        }
+    }
+    int wrong_keys = 0;
+    for (int k = 0; k < KEYS; k++)
+        wrong_keys += last[k] != expected_count[k];
+    printf("\n  [%s] %zu outputs for %ld inputs: %ld gaps, %ld repeats, %ld foreign, "
+           "%d keys with a wrong final count\n",
+           phase, out.count, produced, gaps, repeats, foreign, wrong_keys);
+    CU_ASSERT_EQUAL(out.count, (size_t)produced);
+    CU_ASSERT_EQUAL(gaps, 0);
+    CU_ASSERT_EQUAL(repeats, 0);
+    CU_ASSERT_EQUAL(foreign, 0);
+    CU_ASSERT_EQUAL(wrong_keys, 0);
+    it_msgs_free(&out);
+    return wrong_keys + (int)gaps + (int)repeats;
+}
+
+/* Wait until the output topic holds `n` records (read_committed). */
+static void wait_outputs(long n)
+{
+    it_msgs out = {0};
+    it_consume(out_topic, (size_t)n, 200, 180000, &out);
+    it_msgs_free(&out);
+}
+
+/* Changelog records replayed by restores, from the engine's log lines
+ * "restored store S partition P: N records replayed from offset O". */
+static long replayed(const char *log)
+{
+    return it_log_sum_before(log, ": ", " records replayed");
+}
+
+static void clear_log(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+}
+
+static void setup(void)
+{
+    it_tempdir(dir, sizeof dir);
+    it_unique(app, sizeof app, "count");
+    it_unique(in_topic, sizeof in_topic, "views");
+    it_unique(out_topic, sizeof out_topic, "counts-out");
+    CU_ASSERT_FATAL(it_create_topic(in_topic, 4) == 0);
+    char state[400];
+    snprintf(state, sizeof state, "%s/state-a", dir);
+    snprintf(yaml_a, sizeof yaml_a, "%s/a.yaml", dir);
+    write_pipeline(yaml_a, state);
+    snprintf(state, sizeof state, "%s/state-b", dir);
+    snprintf(yaml_b, sizeof yaml_b, "%s/b.yaml", dir);
+    write_pipeline(yaml_b, state);
+    snprintf(log_a, sizeof log_a, "%s/a.log", dir);
+    snprintf(log_b, sizeof log_b, "%s/b.log", dir);
+}
+
+static void test_counts_clean_restart(void)
+{
+    setup();
+    produce_more(50000);
+    pid_t a = it_engine_start(yaml_a, "a", log_a);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    check_sequences("first run");
+    /* restart: the checkpoints match the changelog, nothing is replayed */
+    clear_log(log_a);
+    produce_more(5000);
+    a = it_engine_start(yaml_a, "a", log_a);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    long r = replayed(log_a);
+    printf("  clean restart replayed %ld changelog records\n", r);
+    CU_ASSERT_EQUAL(r, 0);
+    /* every task restored and found nothing to replay */
+    CU_ASSERT(it_log_count(log_a, ": 0 records replayed") + it_log_count(log_a, "up to date") >= 4);
+    check_sequences("clean restart");
+}
+
+static void test_counts_after_kill9(void)
+{
+    clear_log(log_a);
+    pid_t a = it_engine_start(yaml_a, "a", log_a);
+    produce_more(25000);
+    it_sleep_ms(700); /* mid-stream */
+    it_engine_kill(a);
+    a = it_engine_start(yaml_a, "a", log_a);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    long r = replayed(log_a);
+    printf("  after kill -9: replayed %ld changelog records (of ~%ld)\n", r, produced);
+    CU_ASSERT(r < produced / 10);
+    check_sequences("kill -9");
+}
+
+static void rm_rf(const char *path)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    CU_ASSERT(system(cmd) == 0);
+}
+
+static void test_counts_after_state_loss(void)
+{
+    char state[400];
+    snprintf(state, sizeof state, "%s/state-a", dir);
+    rm_rf(state);
+    clear_log(log_a);
+    produce_more(5000);
+    pid_t a = it_engine_start(yaml_a, "a", log_a);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    long r = replayed(log_a);
+    printf("  after deleting the state: replayed %ld changelog records\n", r);
+    CU_ASSERT(r >= KEYS); /* at least one record per key came back */
+    check_sequences("state deleted");
+}
+
+static void test_counts_second_process(void)
+{
+    clear_log(log_a);
+    pid_t a = it_engine_start(yaml_a, "a", log_a);
+    produce_more(10000);
+    pid_t b = it_engine_start(yaml_b, "b", log_b);
+    produce_more(10000);
+    it_sleep_ms(3000);
+    produce_more(5000);
+    CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
+    produce_more(5000);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    printf("  process b ran %d tasks\n", it_log_count(log_b, "] task ") / 2);
+    CU_ASSERT(it_log_count(log_b, "started") > 0);
+    check_sequences("second process");
+}
+
+int main(void)
+{
+    static const it_case cases[] = {
+        {"count: exact sequences, clean restart replays nothing", test_counts_clean_restart},
+        {"count: kill -9 mid-stream, restart replays only the tail", test_counts_after_kill9},
+        {"count: state directory deleted, full restore", test_counts_after_state_loss},
+        {"count: a second process joins and leaves", test_counts_second_process},
+        {NULL, NULL}};
+    return it_main("count", cases);
+}
