@@ -78,13 +78,13 @@ for version in ${KAFKA_VERSIONS:-4.1.1}; do
   fi
   trap 'scripts/kafka.sh stop >/dev/null 2>&1' EXIT
   export KS_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
-  for t in build/tests/integration/test_*; do
+  for t in build/tests/integration/test_* tests/integration/test_*.sh; do
     [ -x "$t" ] || continue
-    name=$(basename "$t" | sed 's/^test_//')
+    name=$(basename "$t" | sed -e 's/^test_//' -e 's/\.sh$//')
     if [ -n "${KS_TESTS:-}" ] && ! grep -qw "$name" <<<"$KS_TESTS"; then continue; fi
     log="$LOGDIR/it-$name-$version.log"
     start=$(date +%s)
-    ( cd "$(dirname "$t")" && timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
+    ( cd "$(dirname "$t")" && KS_BUILD=$ROOT/build timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
     st=$?
     grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15
     echo "($name on Kafka $version: exit $st in $(( $(date +%s) - start )) s; log $log)"
