@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "kafka.h"
 #include "log.h"
 #include "task.h"
@@ -367,6 +368,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             ks_bytes val = {m->payload, m->len};
             rc = ks_task_restore_put(task, store, key, m->payload ? &val : NULL, m->offset);
             rd_kafka_message_destroy(m);
+            ks_fault_point(KS_FAULT_DURING_RESTORE);
             if (rc != 0) {
                 fail(w, "restore of %s [%d]: store write failed (%d)", topic, (int)part, rc);
                 break;
@@ -625,6 +627,7 @@ static int commit_stores(ks_worker *w)
 
 static int commit_eos(ks_worker *w)
 {
+    ks_fault_point(KS_FAULT_BEFORE_FLUSH);
     rd_kafka_flush(w->producer, 60000);
     for (int32_t p = 0; p < w->partitions; p++)
         if (w->epoch[p] != w->batch_epoch[p]) {
@@ -633,6 +636,7 @@ static int commit_eos(ks_worker *w)
         }
     rd_kafka_topic_partition_list_t *offs = batch_offsets(w);
     rd_kafka_error_t *e = NULL;
+    ks_fault_point(KS_FAULT_BEFORE_OFFSETS);
     if (offs->cnt) {
         rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(w->consumer);
         do {
@@ -644,13 +648,16 @@ static int commit_eos(ks_worker *w)
     if (e)
         return -1;
     /* a timed-out commit must be retried, never aborted (HAZARDS.md) */
+    ks_fault_point(KS_FAULT_BEFORE_COMMIT);
     do {
         e = rd_kafka_commit_transaction(w->producer, 60000);
     } while (e && txn_error(w, "commit_transaction", e) == 0);
     if (e)
         return -1;
+    ks_fault_point(KS_FAULT_AFTER_COMMIT);
     if (commit_stores(w) != 0)
         return -1;
+    ks_fault_point(KS_FAULT_AFTER_STORES);
     batch_committed(w);
     return 0;
 }

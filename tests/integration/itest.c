@@ -252,9 +252,17 @@ const char *it_kstreams(void)
 
 pid_t it_engine_start(const char *yaml, const char *instance, const char *log)
 {
+    return it_engine_start_env(yaml, instance, log, NULL);
+}
+
+pid_t it_engine_start_env(const char *yaml, const char *instance, const char *log,
+                          const char *env)
+{
     pid_t pid = fork();
     if (pid != 0)
         return pid;
+    if (env)
+        putenv((char *)env);
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
         dup2(fd, 1);
@@ -263,6 +271,18 @@ pid_t it_engine_start(const char *yaml, const char *instance, const char *log)
     }
     execl(it_kstreams(), "kstreams", "run", yaml, "--instance", instance, (char *)NULL);
     _exit(127);
+}
+
+int it_engine_wait(pid_t pid, int timeout_ms)
+{
+    int64_t start = it_now_ms();
+    int status;
+    do {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        it_sleep_ms(50);
+    } while (it_now_ms() - start < timeout_ms);
+    return -1;
 }
 
 int it_engine_stop(pid_t pid, int timeout_ms)

@@ -49,6 +49,12 @@ int it_write_file(const char *path, const char *fmt, ...)
 const char *it_kstreams(void);
 /* Start `kstreams run yaml --instance instance` with stderr/stdout to log. */
 pid_t it_engine_start(const char *yaml, const char *instance, const char *log);
+/* Same, with one extra environment variable "NAME=VALUE" (may be NULL). */
+pid_t it_engine_start_env(const char *yaml, const char *instance, const char *log,
+                          const char *env);
+/* Wait up to timeout_ms for the process to end by itself; returns its exit
+ * status (128+signal when killed by a signal), or -1 if it still runs. */
+int it_engine_wait(pid_t pid, int timeout_ms);
 /* SIGTERM and wait up to timeout_ms; returns the exit status, or -1 when
  * it had to be killed. */
 int it_engine_stop(pid_t pid, int timeout_ms);

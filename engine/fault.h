@@ -1,0 +1,24 @@
+/*
+ * fault.h - deliberate crashes at named points, for the tests that prove
+ * what survives a process death at each step of the commit sequence.
+ *
+ * KS_CRASH_AT=<point>[:<n>] makes the process SIGKILL itself the n-th time
+ * (default 1) it reaches <point>. Unset (production): one getenv at first
+ * use, then a pointer compare.
+ */
+#ifndef KS_FAULT_H
+#define KS_FAULT_H
+
+/* Points of the worker's commit sequence and of restore. */
+#define KS_FAULT_BEFORE_FLUSH "before-flush"
+#define KS_FAULT_BEFORE_OFFSETS "before-send-offsets"
+#define KS_FAULT_BEFORE_COMMIT "before-kafka-commit"
+#define KS_FAULT_AFTER_COMMIT "after-kafka-commit"
+#define KS_FAULT_AFTER_STORES "after-store-commit"
+#define KS_FAULT_DURING_RESTORE "during-restore"
+
+/* Die with SIGKILL if KS_CRASH_AT names `point` and this is its n-th
+ * visit. Thread-safe. */
+void ks_fault_point(const char *point);
+
+#endif /* KS_FAULT_H */
