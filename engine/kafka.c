@@ -220,6 +220,12 @@ int ks_kafka_prepare_topics(ks_topology *topo, char *err, size_t errlen)
                          p->replication_factor, NULL, "sink", &n, err, errlen) != 0)
             goto out;
     }
+    if (p->poison == KS_POISON_DEAD_LETTER) {
+        int n;
+        if (ensure_topic(rk, p->dead_letter_topic, 1, tasks, p->replication_factor, NULL,
+                         "dead-letter", &n, err, errlen) != 0)
+            goto out;
+    }
     static const char *const compact[] = {"cleanup.policy", "compact", NULL};
     for (size_t i = 0; i < p->store_count; i++) {
         if (!p->stores[i].changelog)

@@ -131,12 +131,22 @@ static int produce(ks_worker *w, const char *topic, int32_t partition, const voi
                    rd_kafka_headers_t *hdrs)
 {
     for (;;) {
-        rd_kafka_resp_err_t e = rd_kafka_producev(
-            w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-            RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
-            RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_OPAQUE(opaque),
-            hdrs ? RD_KAFKA_V_HEADERS(hdrs) : RD_KAFKA_V_END, RD_KAFKA_V_END);
+        /* two calls: RD_KAFKA_V_HEADERS is two varargs, and inside a ?: only
+         * the last of them was passed (every record with headers failed
+         * with "Invalid argument") */
+        rd_kafka_resp_err_t e =
+            hdrs ? rd_kafka_producev(
+                       w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                       RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
+                       RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
+                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
+                       RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
+                 : rd_kafka_producev(
+                       w->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                       RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
+                       RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
+                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
+                       RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             rd_kafka_poll(w->producer, 10);
             continue;
@@ -567,6 +577,9 @@ static void abort_batch(ks_worker *w, const char *why)
     rewind_to_committed(w);
     w->in_batch = 0;
     w->aborts++;
+    /* the same batch failing again and again is not transient */
+    if (++w->retries > 10)
+        fail(w, "10 batches in a row aborted (last: %s); stopping", why);
 }
 
 static void batch_committed(ks_worker *w)
@@ -735,14 +748,17 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 
 /* ---- records ----------------------------------------------------------------- */
 
-static void poison(ks_worker *w, const rd_kafka_message_t *m, const char *why)
+/* Apply the poison policy to record m. Returns 0 when the record is dealt
+ * with (skipped, or dead-lettered in the batch), -1 when the batch was
+ * aborted or the engine is stopping (the record must not count as done). */
+static int poison(ks_worker *w, const rd_kafka_message_t *m, const char *why)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
     switch (w->p->poison) {
     case KS_POISON_SKIP:
         ks_warn(w->where, "skipping poison record %s/%d/%lld: %s", topic, (int)m->partition,
                 (long long)m->offset, why);
-        return;
+        return 0;
     case KS_POISON_DEAD_LETTER: {
         rd_kafka_headers_t *h = rd_kafka_headers_new(4);
         char off[32], part[16];
@@ -752,14 +768,17 @@ static void poison(ks_worker *w, const rd_kafka_message_t *m, const char *why)
         rd_kafka_header_add(h, "ks.partition", -1, part, -1);
         rd_kafka_header_add(h, "ks.offset", -1, off, -1);
         rd_kafka_header_add(h, "ks.error", -1, why, -1);
-        char dlq[512];
-        snprintf(dlq, sizeof dlq, "%s",
-                 w->p->dead_letter_topic ? w->p->dead_letter_topic : "kstreams-dlq");
+        const char *dlq = w->p->dead_letter_topic;
         ks_warn(w->where, "poison record %s/%d/%lld to dead-letter topic %s: %s", topic,
                 (int)m->partition, (long long)m->offset, dlq, why);
-        produce(w, dlq, RD_KAFKA_PARTITION_UA, m->key, m->key_len, m->payload, m->len, 0,
-                NULL, h);
-        return;
+        /* in the batch's transaction: the dead letter and the offset commit
+         * go together */
+        if (produce(w, dlq, RD_KAFKA_PARTITION_UA, m->key, m->key_len, m->payload, m->len,
+                    rd_kafka_message_timestamp(m, NULL), NULL, h) != 0) {
+            abort_batch(w, "cannot write to the dead-letter topic");
+            return -1;
+        }
+        return 0;
     }
     case KS_POISON_FAIL:
         break;
@@ -767,6 +786,7 @@ static void poison(ks_worker *w, const rd_kafka_message_t *m, const char *why)
     fail(w, "poison record at %s/%d/%lld: %s (set `poison: skip` or `poison: dead-letter` "
             "to go on)",
          topic, (int)m->partition, (long long)m->offset, why);
+    return -1;
 }
 
 static void process_message(ks_worker *w, rd_kafka_message_t *m)
@@ -790,7 +810,8 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
     const char *why = NULL;
     if (check_serde(s->key_serde, m->key, m->key_len, &why) != 0 ||
         check_serde(s->value_serde, m->payload, m->len, &why) != 0) {
-        poison(w, m, why);
+        if (poison(w, m, why) != 0)
+            return;
         *pos = m->offset + 1;
         w->batch_records++;
         return;
@@ -821,16 +842,16 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
     case KS_OK:
         break;
     case KS_SKIP:
-        poison(w, m, "a processor returned skip");
-        break;
-    case KS_RETRY:
-        if (++w->retries > 10) {
-            fail(w, "record %s/%d/%lld failed 10 times in a row; stopping", rec.topic,
-                 (int)part, (long long)m->offset);
+        if (poison(w, m, "a processor returned skip") != 0)
             return;
-        }
-        abort_batch(w, "a processor asked to retry the batch");
+        break;
+    case KS_RETRY: {
+        char why[600];
+        snprintf(why, sizeof why, "a processor asked to retry at %s/%d/%lld", rec.topic,
+                 (int)part, (long long)m->offset);
+        abort_batch(w, why);
         return;
+    }
     case KS_FATAL:
         abort_batch(w, "a processor failed");
         fail(w, "processing failed at %s/%d/%lld (see the processor's log above)", rec.topic,

@@ -213,6 +213,20 @@ int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msg
             x->value_len = m->len;
             x->partition = m->partition;
             x->offset = m->offset;
+            x->headers = NULL;
+            rd_kafka_headers_t *hdrs;
+            if (rd_kafka_message_headers(m, &hdrs) == 0) {
+                char buf[2048] = "";
+                const char *name;
+                const void *val;
+                size_t vlen, at = 0;
+                for (size_t h = 0; rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0;
+                     h++)
+                    at += (size_t)snprintf(buf + at, at < sizeof buf ? sizeof buf - at : 0,
+                                           "%s=%.*s\n", name, (int)vlen,
+                                           val ? (const char *)val : "");
+                x->headers = strdup(buf);
+            }
             last = it_now_ms();
         }
         rd_kafka_message_destroy(m);
@@ -227,6 +241,7 @@ void it_msgs_free(it_msgs *m)
     for (size_t i = 0; i < m->count; i++) {
         free(m->items[i].key);
         free(m->items[i].value);
+        free(m->items[i].headers);
     }
     free(m->items);
     memset(m, 0, sizeof *m);

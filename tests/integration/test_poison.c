@@ -1,0 +1,173 @@
+/*
+ * test_poison.c - poison records (a value that is not the source's serde)
+ * under each policy, exactly-once, real broker:
+ *  - fail (default): the engine stops with exit 1 and a message naming
+ *    topic/partition/offset; a restart stops at the same record again;
+ *  - skip: logged, counted, the rest processed exactly once;
+ *  - dead-letter: each poison record lands once in the dead-letter topic,
+ *    with headers naming where it came from and why.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "itest.h"
+#include "kstreams/kstreams.h"
+
+#define N 3000
+#define KEYS 50
+
+static int is_poison(int i) { return i % 100 == 42; }
+
+static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
+                     int32_t *partition, void *arg)
+{
+    (void)arg;
+    *partition = i % 2; /* two partitions, known offsets: offset = i / 2 */
+    snprintf(key, klen, "k%02d", i % KEYS);
+    if (is_poison(i))
+        snprintf(value, vlen, "{not json %d", i);
+    else
+        snprintf(value, vlen, "{\"n\":%d}", i);
+}
+
+typedef struct run {
+    char dir[256], app[128], in[128], out[128], yaml[512], log[512], dlq[160];
+} run;
+
+static void setup(run *r, const char *policy)
+{
+    it_tempdir(r->dir, sizeof r->dir);
+    it_unique(r->app, sizeof r->app, "poison");
+    it_unique(r->in, sizeof r->in, "poison-in");
+    it_unique(r->out, sizeof r->out, "poison-out");
+    snprintf(r->dlq, sizeof r->dlq, "%s-dlq", r->app);
+    CU_ASSERT_FATAL(it_create_topic(r->in, 2) == 0);
+    CU_ASSERT_FATAL(it_produce(r->in, N, make_rec, NULL) == 0);
+    snprintf(r->yaml, sizeof r->yaml, "%s/p.yaml", r->dir);
+    snprintf(r->log, sizeof r->log, "%s/engine.log", r->dir);
+    it_write_file(r->yaml,
+                  "application: %s\nkafka: { bootstrap: [%s] }\nguarantee: exactly-once\n"
+                  "poison: %s\nstate_dir: %s/state\nplugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n  in: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
+                  "create: true, partitions: 2 }\n",
+                  r->app, it_bootstrap(), policy, r->dir, KS_TEST_BUILDDIR, r->in, r->out);
+}
+
+/* Counts per key must be 1..n over the good records only. */
+static void check_good_counts(const run *r)
+{
+    long want[KEYS] = {0}, last[KEYS] = {0}, bad = 0;
+    size_t good = 0;
+    for (int i = 0; i < N; i++)
+        if (!is_poison(i)) {
+            want[i % KEYS]++;
+            good++;
+        }
+    it_msgs out = {0};
+    it_consume(r->out, good, 2000, 120000, &out);
+    for (size_t i = 0; i < out.count; i++) {
+        int k = -1;
+        if (!out.items[i].key || sscanf(out.items[i].key, "k%d", &k) != 1 || k < 0 ||
+            k >= KEYS || out.items[i].value_len != 8) {
+            bad++;
+            continue;
+        }
+        long c = (long)ks_int64_decode(out.items[i].value);
+        bad += c != last[k] + 1;
+        last[k] = c;
+    }
+    int wrong = 0;
+    for (int k = 0; k < KEYS; k++)
+        wrong += last[k] != want[k];
+    printf("\n  %zu outputs for %zu good records: %ld out of sequence, %d keys wrong\n",
+           out.count, good, bad, wrong);
+    CU_ASSERT_EQUAL(out.count, good);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+    it_msgs_free(&out);
+}
+
+static void test_fail_policy(void)
+{
+    run r;
+    setup(&r, "fail");
+    pid_t pid = it_engine_start(r.yaml, "p", r.log);
+    int st = it_engine_wait(pid, 60000);
+    if (st < 0)
+        it_engine_kill(pid);
+    CU_ASSERT_EQUAL(st, 1);
+    /* record 42 is the first poison: partition 0, offset 21 */
+    char want[256];
+    snprintf(want, sizeof want, "poison record at %s/0/21: not valid JSON", r.in);
+    int named = it_log_count(r.log, want);
+    printf("\n  exit %d; log names %s/0/21: %s\n", st, r.in, named ? "yes" : "no");
+    CU_ASSERT(named >= 1);
+    /* nothing was skipped: a restart stops at the same record */
+    pid = it_engine_start(r.yaml, "p", r.log);
+    st = it_engine_wait(pid, 60000);
+    if (st < 0)
+        it_engine_kill(pid);
+    CU_ASSERT_EQUAL(st, 1);
+    CU_ASSERT(it_log_count(r.log, want) >= 2);
+}
+
+static void test_skip_policy(void)
+{
+    run r;
+    setup(&r, "skip");
+    pid_t pid = it_engine_start(r.yaml, "p", r.log);
+    check_good_counts(&r);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    int skipped = it_log_count(r.log, "skipping poison record");
+    printf("  skipped with a log line: %d of %d\n", skipped, N / 100);
+    CU_ASSERT_EQUAL(skipped, N / 100);
+}
+
+static void test_dead_letter_policy(void)
+{
+    run r;
+    setup(&r, "dead-letter");
+    pid_t pid = it_engine_start(r.yaml, "p", r.log);
+    check_good_counts(&r);
+    it_msgs dlq = {0};
+    it_consume(r.dlq, N / 100, 1000, 60000, &dlq);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    int with_origin = 0;
+    char *seen = calloc(N, 1);
+    for (size_t i = 0; i < dlq.count; i++) {
+        int n = -1;
+        const it_msg *m = &dlq.items[i];
+        if (m->value && sscanf(m->value, "{not json %d", &n) == 1 && n >= 0 && n < N)
+            seen[n]++;
+        char want[256];
+        snprintf(want, sizeof want, "ks.topic=%s\nks.partition=%d\nks.offset=%d\n", r.in,
+                 n % 2, n / 2);
+        with_origin += m->headers && strstr(m->headers, want) &&
+                       strstr(m->headers, "ks.error=not valid JSON");
+    }
+    int once = 0;
+    for (int i = 0; i < N; i++)
+        once += is_poison(i) && seen[i] == 1;
+    printf("  dead-letter topic: %zu records, %d poison records exactly once, %d with "
+           "origin headers\n",
+           dlq.count, once, with_origin);
+    CU_ASSERT_EQUAL(dlq.count, (size_t)(N / 100));
+    CU_ASSERT_EQUAL(once, N / 100);
+    CU_ASSERT_EQUAL(with_origin, N / 100);
+    free(seen);
+    it_msgs_free(&dlq);
+}
+
+int main(void)
+{
+    static const it_case cases[] = {
+        {"poison: fail stops and names topic/partition/offset", test_fail_policy},
+        {"poison: skip logs and goes on", test_skip_policy},
+        {"poison: dead-letter, exactly once, with origin headers", test_dead_letter_policy},
+        {NULL, NULL}};
+    return it_main("poison", cases);
+}
