@@ -362,6 +362,49 @@ static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_
     return 0;
 }
 
+/* The first processor upstream of node i (inclusive of none) whose type
+ * changes keys, or -1. Parents are found through the children lists. */
+static int key_changer_upstream(const ks_topology *t, int i, int depth)
+{
+    if (depth > (int)t->node_count)
+        return -1; /* config.c refused cycles; this only bounds the walk */
+    for (size_t p = 0; p < t->node_count; p++) {
+        const ks_topo_node *pn = &t->nodes[p];
+        for (size_t c = 0; c < pn->child_count; c++) {
+            if (pn->children[c] != i)
+                continue;
+            if (pn->kind == KS_NODE_PROCESSOR && (pn->ptype->flags & KS_PROC_CHANGES_KEY))
+                return (int)p;
+            int up = key_changer_upstream(t, (int)p, depth + 1);
+            if (up >= 0)
+                return up;
+        }
+    }
+    return -1;
+}
+
+/* State is per record key and tasks own partitions of the input topics: a
+ * keyed node is correct only if its records are still partitioned by their
+ * key. Re-keying needs a repartition topic, which kstreams does not have
+ * yet: refuse the graph and say so. */
+static int check_keying(const ks_topology *t, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < t->node_count; i++) {
+        const ks_topo_node *n = &t->nodes[i];
+        if (n->kind != KS_NODE_PROCESSOR || !(n->ptype->flags & KS_PROC_KEYED))
+            continue;
+        int up = key_changer_upstream(t, (int)i, 0);
+        if (up >= 0)
+            return fail_at(err, errlen, &n->cfg->type_mark,
+                           "node '%s' (%s) keeps state per key, but '%s' (%s) upstream "
+                           "changes keys: that needs a repartition topic, which kstreams "
+                           "does not support yet; key the input topic by the grouping key "
+                           "instead",
+                           n->name, n->cfg->type, t->nodes[up].name, t->nodes[up].cfg->type);
+    }
+    return 0;
+}
+
 int ks_topology_build(ks_pipeline *p, const ks_host_api *api, const char *copy_dir,
                       ks_topology **out, char *err, size_t errlen)
 {
@@ -373,7 +416,8 @@ int ks_topology_build(ks_pipeline *p, const ks_host_api *api, const char *copy_d
         return -1;
     }
     t->pipeline = p;
-    if (build_nodes(t, api, copy_dir, err, errlen) != 0) {
+    if (build_nodes(t, api, copy_dir, err, errlen) != 0 ||
+        check_keying(t, err, errlen) != 0) {
         ks_topology_free(t);
         return -1;
     }

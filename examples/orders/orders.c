@@ -87,6 +87,7 @@ static const ks_processor_type route_type = {
     .struct_size = sizeof(ks_processor_type),
     .name = "route",
     .description = "drop test orders, reshape, route purchases and refunds",
+    .flags = KS_PROC_CHANGES_KEY, /* outputs are keyed by user */
     .config = route_config,
     .config_count = sizeof route_config / sizeof route_config[0],
     .state_version = 1,

@@ -224,6 +224,9 @@ typedef struct ks_config_field {
 #define KS_PROC_KEYED 0x2u           /* state is per record key: input must be
                                         partitioned by key                      */
 #define KS_PROC_NEEDS_FUNCTIONS 0x4u /* the node must name `functions:`       */
+#define KS_PROC_CHANGES_KEY 0x8u     /* forwards records under other keys than
+                                        its input's: a KEYED node downstream
+                                        would need a repartition topic        */
 
 typedef struct ks_processor_type {
     size_t struct_size; /* sizeof(ks_processor_type) at build time */

@@ -78,6 +78,14 @@ done
 [ $nbad -eq 0 ] && ok "kstreams check on $nfix invalid fixtures prints the expected FILE:LINE:COL error" \
   || bad "$nbad of $nfix invalid fixtures print another error"
 
+# 5. a keyed node behind a key-changing one needs a repartition topic
+got=$("$BUILD/engine/kstreams" check rekey-count.yaml 2>&1 >/dev/null); st=$?
+if [ $st -eq 2 ] && grep -q "^rekey-count.yaml:10:29: node 'per_user' (count) keeps state per key, but 'route' (orders.route) upstream changes keys: that needs a repartition topic" <<<"$got"; then
+  ok "kstreams check refuses re-keying before count"
+else
+  bad "re-keying check: exit $st, '$got'"
+fi
+
 rm -rf "$WORK"
 echo "readme: $passed passed, $failed failed"
 [ $failed -eq 0 ]
