@@ -223,6 +223,13 @@ void ks_pipeline_free(ks_pipeline *p)
     for (size_t i = 0; i < p->store_count; i++)
         free(p->stores[i].name);
     free(p->stores);
+    if (p->outbox) {
+        free(p->outbox->name);
+        free(p->outbox->topic);
+        free(p->outbox->listen);
+        free(p->outbox->token);
+        free(p->outbox);
+    }
     free(p->file);
     free(p);
 }
@@ -1157,6 +1164,111 @@ static int parse_kafka(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     return 0;
 }
 
+/* `outbox: { name, topic, listen, token, max_users_per_partition,
+ * stale_after, retry: { max_attempts }, max_event_bytes,
+ * recover_unknown_partition }` */
+enum { O_NAME, O_TOPIC, O_LISTEN, O_TOKEN, O_MAX_USERS, O_STALE, O_RETRY, O_MAX_BYTES,
+       O_RECOVER, O_N };
+static const char *const OUTBOX_KEYS[O_N] = {
+    "name",        "topic", "listen",          "token", "max_users_per_partition",
+    "stale_after", "retry", "max_event_bytes", "recover_unknown_partition"};
+
+static int want_duration(pctx *c, const ks_ynode *kn, const ks_ynode *v, int64_t *ms)
+{
+    char buf[80];
+    if (want_scalar(c, kn, v, "a duration (e.g. 30s)") != 0)
+        return -1;
+    if (ks_parse_duration_ms(v->text, ms) != 0 || *ms <= 0)
+        return FAIL_AT(c, v, "expected a duration greater than 0 (e.g. 30s) for '%s', "
+                             "found %s",
+                       kn->text, found(v, buf, sizeof buf));
+    return 0;
+}
+
+/* Loopback: the only addresses served without a token. */
+static int is_loopback(const char *listen)
+{
+    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0;
+}
+
+static int parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    fields f;
+    if (want_map(c, kn, v, 0) != 0 || take_fields(c, v, "outbox", OUTBOX_KEYS, O_N, &f) != 0)
+        return -1;
+    ks_cfg_outbox *o = calloc(1, sizeof *o);
+    if (!o)
+        return oom(c, v);
+    c->p->outbox = o;
+    o->mark = mark_of(c, v);
+    o->max_users_per_partition = 100;
+    o->stale_after_ms = 30000;
+    o->max_attempts = 5;
+    o->max_event_bytes = 65536;
+    o->recover_unknown_partition = 1;
+    if (f.val[O_NAME]) {
+        if (want_string(c, f.key[O_NAME], f.val[O_NAME], &o->name) != 0)
+            return -1;
+        if (!is_name(o->name))
+            return FAIL_AT(c, f.val[O_NAME], "invalid outbox name '%s'; expected "
+                                             "[A-Za-z0-9_-]+",
+                           o->name);
+    }
+    if (f.val[O_TOPIC] && want_topic(c, f.key[O_TOPIC], f.val[O_TOPIC], &o->topic) != 0)
+        return -1;
+    if (f.val[O_LISTEN]) {
+        if (want_string(c, f.key[O_LISTEN], f.val[O_LISTEN], &o->listen) != 0)
+            return -1;
+        if (!is_host_port(o->listen))
+            return FAIL_AT(c, f.val[O_LISTEN],
+                           "invalid address '%s' for 'listen'; expected host:port",
+                           o->listen);
+    }
+    if (f.val[O_TOKEN] && want_string(c, f.key[O_TOKEN], f.val[O_TOKEN], &o->token) != 0)
+        return -1;
+    if (f.val[O_MAX_USERS] && want_int(c, f.key[O_MAX_USERS], f.val[O_MAX_USERS], 1,
+                                       INT32_MAX, &o->max_users_per_partition) != 0)
+        return -1;
+    if (f.val[O_STALE] && want_duration(c, f.key[O_STALE], f.val[O_STALE],
+                                        &o->stale_after_ms) != 0)
+        return -1;
+    if (f.val[O_RETRY]) {
+        static const char *const rkeys[] = {"max_attempts"};
+        fields r;
+        if (want_map(c, f.key[O_RETRY], f.val[O_RETRY], 0) != 0 ||
+            take_fields(c, f.val[O_RETRY], "retry", rkeys, 1, &r) != 0)
+            return -1;
+        if (r.val[0] && want_int(c, r.key[0], r.val[0], 1, 1000000, &o->max_attempts) != 0)
+            return -1;
+    }
+    if (f.val[O_MAX_BYTES]) {
+        uint64_t b;
+        if (want_scalar(c, f.key[O_MAX_BYTES], f.val[O_MAX_BYTES], "a size") != 0)
+            return -1;
+        if (ks_parse_size(f.val[O_MAX_BYTES]->text, &b) != 0 || b == 0 || b > (64u << 20))
+            return FAIL_AT(c, f.val[O_MAX_BYTES],
+                           "expected a size between 1 and 64MiB for 'max_event_bytes', "
+                           "found '%s'",
+                           f.val[O_MAX_BYTES]->text);
+        o->max_event_bytes = (int64_t)b;
+    }
+    if (f.val[O_RECOVER] && want_bool(c, f.key[O_RECOVER], f.val[O_RECOVER],
+                                      &o->recover_unknown_partition) != 0)
+        return -1;
+    if (!f.val[O_NAME])
+        return missing(c, v, "outbox", "name");
+    if (!f.val[O_TOPIC])
+        return missing(c, v, "outbox", "topic");
+    if (!o->listen && !(o->listen = strdup("127.0.0.1:8470")))
+        return oom(c, v);
+    if (!is_loopback(o->listen) && !o->token)
+        return FAIL_AT(c, f.val[O_LISTEN] ? f.val[O_LISTEN] : v,
+                       "outbox listens on '%s', which is not a loopback address: set "
+                       "'token' (clients then send Authorization: Bearer <token>)",
+                       o->listen);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Cross checks                                                        */
 /* ------------------------------------------------------------------ */
@@ -1386,13 +1498,14 @@ static int add_used_stores(pctx *c)
 enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
-    T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_N
+    T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
     "state_dir",   "workers",        "replication_factor", "plugins",
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
-    "stores",      "sources",        "nodes",            "sinks"};
+    "stores",      "sources",        "nodes",            "sinks",
+    "outbox"};
 
 static int parse_top(pctx *c, const ks_ynode *root)
 {
@@ -1499,6 +1612,8 @@ static int parse_top(pctx *c, const ks_ynode *root)
     if ((v = f.val[T_NODES]) && parse_nodes(c, f.key[T_NODES], v) != 0)
         return -1;
     if ((v = f.val[T_SINKS]) && parse_sinks(c, f.key[T_SINKS], v) != 0)
+        return -1;
+    if ((v = f.val[T_OUTBOX]) && parse_outbox(c, f.key[T_OUTBOX], v) != 0)
         return -1;
 
     static const int required[] = {T_APPLICATION, T_KAFKA, T_SOURCES,

@@ -115,6 +115,21 @@ typedef struct ks_cfg_sink {
     ks_mark topic_mark; /* of the `topic:` value                      */
 } ks_cfg_sink;
 
+/* `outbox:` - the durable outbox, its HTTP endpoint and its dispatcher
+ * (docs/outbox-and-mailbox.md). */
+typedef struct ks_cfg_outbox {
+    char *name;   /* URL segment: POST /outbox/<name>/events           */
+    char *topic;  /* the mailbox topic events are published to        */
+    char *listen; /* host:port; default 127.0.0.1:8470                  */
+    char *token;  /* Bearer token; required when listen is not loopback */
+    int64_t max_users_per_partition; /* default 100                    */
+    int64_t stale_after_ms;          /* default 30s                    */
+    int64_t max_attempts;            /* retry: { max_attempts }; 5     */
+    int64_t max_event_bytes;         /* request body limit; 64 KiB     */
+    int recover_unknown_partition;   /* default true                   */
+    ks_mark mark;
+} ks_cfg_outbox;
+
 typedef struct ks_pipeline {
     char *file;        /* path as given to ks_pipeline_load */
     char *application; /* [A-Za-z0-9._-]+ */
@@ -142,6 +157,7 @@ typedef struct ks_pipeline {
     size_t sink_count;
     ks_cfg_store *stores;
     size_t store_count;
+    ks_cfg_outbox *outbox;           /* `outbox:`; NULL when absent */
 } ks_pipeline;
 
 /*

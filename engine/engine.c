@@ -11,9 +11,19 @@
 
 #include "kafka.h"
 #include "log.h"
+#include "outbox_service.h"
+#include "metrics.h"
+#include "reload.h"
 #include "worker.h"
 
 volatile sig_atomic_t ks_signal_stop = 0;
+volatile sig_atomic_t ks_signal_reload = 0;
+
+static void on_hup(int sig)
+{
+    (void)sig;
+    ks_signal_reload++;
+}
 
 static void on_signal(int sig)
 {
@@ -29,6 +39,8 @@ void ks_engine_install_signals(void)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 
@@ -77,15 +89,46 @@ int ks_engine_run(ks_topology *topo, const char *instance)
         default_instance(p, eng.instance, sizeof eng.instance);
 
     char err[2048];
-    if (ks_kafka_prepare_topics(topo, err, sizeof err) != 0) {
+    /* the outbox needs no Kafka: it starts first and accepts events while
+     * the topics below wait for the broker */
+    ks_outbox_service *outbox = NULL;
+    if (p->outbox && ks_outbox_service_start(p, &outbox, err, sizeof err) != 0) {
         ks_error("engine", "%s", err);
         pthread_mutex_destroy(&eng.lock);
         return 1;
+    }
+    while (ks_kafka_prepare_topics(topo, err, sizeof err) != 0) {
+        if (!outbox || ks_engine_stopping(&eng)) {
+            ks_error("engine", "%s", err);
+            ks_outbox_service_stop(outbox);
+            pthread_mutex_destroy(&eng.lock);
+            return 1;
+        }
+        ks_warn("engine", "%s; the outbox keeps accepting events, retrying in 2 s", err);
+        for (int i = 0; i < 40 && !ks_engine_stopping(&eng); i++)
+            usleep(50 * 1000);
     }
     ks_info("engine", "%s: %d tasks, %d worker%s, %s, instance %s", p->application,
             (int)topo->partitions, p->workers, p->workers == 1 ? "" : "s",
             p->guarantee == KS_GUARANTEE_EXACTLY_ONCE ? "exactly-once" : "at-least-once",
             eng.instance);
+    eng.metrics = ks_metrics_new();
+    if (p->metrics_listen && ks_metrics_serve(eng.metrics, p->metrics_listen, err,
+                                              sizeof err) != 0)
+        ks_warn("engine", "%s: metrics are off", err);
+    for (size_t i = 0; i < topo->plugin_count; i++) {
+        const ks_plugin_descriptor *d = topo->plugins[i]->desc;
+        char labels[1024];
+        snprintf(labels, sizeof labels, "plugin=\"%s\",version=\"%s\",build_id=\"%s\"",
+                 d->name, d->version, d->build_id);
+        ks_metrics_set(eng.metrics, "kstreams_plugin_info", labels, 1);
+    }
+    /* hot deploy: started before the workers, which call into it */
+    char copy_dir[4096];
+    snprintf(copy_dir, sizeof copy_dir, "%s/%s/plugins", p->state_dir, p->application);
+    if (ks_reload_start(&eng, ks_host_api_table(), copy_dir, &eng.reload, err,
+                        sizeof err) != 0)
+        ks_warn("engine", "hot deploy is off: %s", err);
     eng.workers = calloc((size_t)p->workers, sizeof *eng.workers);
     for (int i = 0; eng.workers && i < p->workers; i++) {
         if (ks_worker_start(&eng, i, &eng.workers[i], err, sizeof err) != 0) {
@@ -100,9 +143,13 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     if (ks_signal_stop)
         ks_info("engine", "stop requested: finishing batches");
     eng.stop = 1;
+    ks_reload_stop(eng.reload);
     for (int i = 0; i < eng.worker_count; i++)
         ks_worker_join(eng.workers[i]);
     free(eng.workers);
+    ks_reload_free(eng.reload); /* after the workers: closes retired builds */
+    ks_metrics_free(eng.metrics);
+    ks_outbox_service_stop(outbox);
     int rc = eng.exit_code;
     if (rc)
         ks_error("engine", "stopped after a failure: %s", eng.failure);

@@ -22,12 +22,18 @@ typedef struct ks_engine {
     pthread_mutex_t lock;
     ks_worker **workers;
     int worker_count;
+    struct ks_reload *reload; /* hot deploy (reload.h); NULL when off */
+    struct ks_metrics *metrics; /* metrics.h; always present */
 } ks_engine;
 
 /* Set by SIGINT/SIGTERM handlers (see ks_engine_install_signals). */
 extern volatile sig_atomic_t ks_signal_stop;
 
-/* SIGINT and SIGTERM request a clean stop; SIGPIPE is ignored. */
+/* Bumped by SIGHUP: the reload thread (reload.c) reloads every plugin. */
+extern volatile sig_atomic_t ks_signal_reload;
+
+/* SIGINT and SIGTERM request a clean stop; SIGHUP asks for a hot deploy
+ * (reload.h); SIGPIPE is ignored. */
 void ks_engine_install_signals(void);
 
 /*

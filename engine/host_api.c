@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "task.h"
 
 /* A host-owned buffer for named functions' outputs. */
@@ -62,7 +63,7 @@ static int config_text(ks_ctx *ctx, const char *key, ks_config_type type,
 {
     if (!ctx_ok(ctx) || !key)
         return KS_ERR_INVALID;
-    const ks_processor_type *pt = ctx->node->ptype;
+    const ks_processor_type *pt = ctx->build.ptype; /* this instance's build */
     const ks_config_field *f = NULL;
     for (size_t j = 0; j < pt->config_count; j++)
         if (strcmp(pt->config[j].name, key) == 0)
@@ -71,7 +72,12 @@ static int config_text(ks_ctx *ctx, const char *key, ks_config_type type,
         return KS_ERR_NOT_FOUND;
     if (f->type != type && !(type == KS_CONFIG_STRING))
         return KS_ERR_INVALID;
+    /* "window.x" fields are written as `window: { x: ... }` (topology.c) */
     const ks_cfg_scalars *c = &ctx->node->cfg->config;
+    if (strncmp(key, "window.", 7) == 0) {
+        c = &ctx->node->cfg->window;
+        key += 7;
+    }
     for (size_t i = 0; i < c->count; i++)
         if (strcmp(c->items[i].key, key) == 0) {
             *out = c->items[i].value;
@@ -240,6 +246,8 @@ static int64_t api_now(ks_ctx *ctx, ks_time_kind kind)
 {
     if (kind == KS_TIME_STREAM)
         return ctx_ok(ctx) ? ctx->task->stream_time : -1;
+    if (ctx_ok(ctx) && ctx->task->wallclock > 0)
+        return ctx->task->wallclock; /* the test driver's clock */
     return wallclock_ms();
 }
 
@@ -250,7 +258,7 @@ static int api_function(ks_ctx *ctx, const char *role, ks_function_kind kind,
 {
     if (!ctx_ok(ctx) || !role || !fn)
         return KS_ERR_INVALID;
-    const ks_topo_node *n = ctx->node;
+    const ks_node_build *n = &ctx->build; /* this instance's build */
     for (size_t i = 0; i < n->fn_count; i++) {
         if (strcmp(n->fns[i].cfg->role, role) != 0)
             continue;
@@ -300,9 +308,24 @@ static ks_bytes api_buf_get(const ks_buf *buf)
 
 static int api_metric_add(ks_ctx *ctx, const char *name, double delta)
 {
-    (void)name;
-    (void)delta;
-    return ctx_ok(ctx) ? 0 : KS_ERR_INVALID;
+    if (!ctx_ok(ctx) || !name || !*name)
+        return KS_ERR_INVALID;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+            return KS_ERR_INVALID;
+    if (!ctx->task->io.metrics)
+        return 0;
+    char family[160], labels[256];
+    snprintf(family, sizeof family, "kstreams_plugin_%s_total", name);
+    snprintf(labels, sizeof labels, "task=\"%d\",node=\"%s\"", (int)ctx->task->partition,
+             ctx->node->name);
+    ks_metrics_add(ctx->task->io.metrics, family, labels, delta);
+    return 0;
+}
+
+static const char *api_application_id(ks_ctx *ctx)
+{
+    return ctx_ok(ctx) ? ctx->task->topo->pipeline->application : NULL;
 }
 
 static const ks_host_api host_api = {
@@ -332,6 +355,7 @@ static const ks_host_api host_api = {
     .buf_free = api_buf_free,
     .buf_get = api_buf_get,
     .metric_add = api_metric_add,
+    .application_id = api_application_id,
 };
 
 const ks_host_api *ks_host_api_table(void) { return &host_api; }

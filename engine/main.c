@@ -2,7 +2,8 @@
  * main.c - the kstreams command line.
  *
  * Exit codes: 0 success; 1 runtime failure (logged); 2 invalid pipeline or
- * plugin (the error names file:line:column or the plugin path); 64 usage.
+ * plugin (the error names file:line:column or the plugin path); 3 not found
+ * (query: store, state directory, key); 64 usage. See docs/cli.md.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +17,10 @@
 #include "log.h"
 #include "task.h"
 #include "topology.h"
+#include "cli_help.h"
+#include "cli_query.h"
+#include "outbox_service.h"
+#include "reload.h"
 
 #define EXIT_INVALID 2
 #define EXIT_USAGE 64
@@ -30,11 +35,23 @@ static void usage(FILE *f)
             "  check FILE                  validate the pipeline, load its plugins,\n"
             "                              print the topology\n"
             "  describe FILE [--dot]       print the topology (as Graphviz DOT)\n"
+            "  reload FILE                 hot deploy: make the engine running FILE\n"
+            "                              load its plugin files again (SIGHUP) and\n"
+            "                              print the outcome (docs/hot-deploy.md)\n"
+            "  status FILE [--json]        builds each processor runs, last reload\n"
+            "  query FILE STORE [--key K | --from A --to B] [--partition P]\n"
+            "        [--format text|json] [--int64]\n"
+            "                              read a store of a running or stopped\n"
+            "                              instance (read-only)\n"
+            "  outbox-status FILE [ID]     an outbox event's status (JSON), or the\n"
+            "                              number of events per status\n"
+            "  COMMAND --help              help of one command\n"
             "  version                     print the version and plugin ABI\n"
             "\n"
             "environment: KS_LOG_LEVEL=error|warn|info|debug, KS_LOG_JSON=1,\n"
             "  KSTREAMS_PLUGIN_PATH=dir:dir (extra plugin directories)\n"
-            "exit codes: 0 ok, 1 runtime failure, 2 invalid pipeline or plugin, 64 usage\n");
+            "exit codes: 0 ok, 1 runtime failure, 2 invalid pipeline or plugin,\n"
+            "  3 not found (query: store, key; outbox-status: event), 64 usage (docs/cli.md)\n");
 }
 
 /* Load and resolve FILE, copying plugin builds into copy_dir. */
@@ -137,18 +154,27 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (argc > 2 && (!strcmp(argv[2], "--help") || !strcmp(argv[2], "-h")) &&
+        ks_cli_command_help(cmd, stdout) == 0)
+        return 0;
+    if (!strcmp(cmd, "query"))
+        return ks_cli_query(argc - 1, argv + 1, stdout, stderr);
+    if (!strcmp(cmd, "outbox-status"))
+        return ks_outbox_status_cli(argc - 1, argv + 1, stdout, stderr);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("kstreams %s (plugin ABI %d.%d)\n", PACKAGE_VERSION, KS_ABI_MAJOR,
                KS_ABI_MINOR);
         return 0;
     }
     const char *file = NULL, *instance = NULL;
-    int dot = 0;
+    int dot = 0, json = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--instance") && i + 1 < argc)
             instance = argv[++i];
         else if (!strcmp(argv[i], "--dot"))
             dot = 1;
+        else if (!strcmp(argv[i], "--json"))
+            json = 1;
         else if (argv[i][0] != '-' && !file)
             file = argv[i];
         else {
@@ -168,6 +194,10 @@ int main(int argc, char **argv)
         return cmd_check(file, dot, 1);
     if (!strcmp(cmd, "run"))
         return cmd_run(file, instance);
+    if (!strcmp(cmd, "reload"))
+        return ks_reload_cli(file, 60000, stdout, stderr);
+    if (!strcmp(cmd, "status"))
+        return ks_status_cli(file, json, stdout, stderr);
     fprintf(stderr, "kstreams: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;

@@ -67,10 +67,22 @@ static int open_stores(ks_task *task, char *err, size_t errlen)
     return 0;
 }
 
-static int init_ctx(ks_task *task, const ks_topo_node *n, char *err, size_t errlen)
+ks_node_build ks_task_node_build(const ks_topo_node *n)
 {
-    struct ks_ctx *ctx = &task->ctxs[n->index];
+    ks_node_build b;
+    b.plugin = __atomic_load_n(&n->plugin, __ATOMIC_ACQUIRE);
+    b.ptype = __atomic_load_n(&n->ptype, __ATOMIC_ACQUIRE);
+    b.fns = __atomic_load_n(&n->fns, __ATOMIC_ACQUIRE);
+    b.fn_count = n->fn_count;
+    return b;
+}
+
+/* Set up `ctx` for node `n` on build `b` and run init. */
+static int start_ctx(ks_task *task, struct ks_ctx *ctx, const ks_topo_node *n,
+                     const ks_node_build *b, char *err, size_t errlen)
+{
     ctx->magic = KS_CTX_MAGIC;
+    ctx->build = *b;
     ctx->task = task;
     ctx->node = n;
     ctx->stores = calloc(n->store_count + 1, sizeof *ctx->stores);
@@ -84,15 +96,39 @@ static int init_ctx(ks_task *task, const ks_topo_node *n, char *err, size_t errl
         ctx->stores[s].db = task->dbs ? task->dbs[n->stores[s]] : NULL;
     }
     ctx->phase = KS_PHASE_INIT;
-    ks_verdict v = n->ptype->init ? n->ptype->init(ctx, &ctx->state) : KS_OK;
+    ks_verdict v = b->ptype->init ? b->ptype->init(ctx, &ctx->state) : KS_OK;
     ctx->phase = KS_PHASE_NONE;
     if (v != KS_OK) {
-        snprintf(err, errlen, "%s: init of node '%s' (%s, plugin %s) failed", task->where,
-                 n->name, n->cfg->type, n->plugin->path);
+        snprintf(err, errlen, "%s: init of node '%s' (%s, plugin %s, build %s) failed",
+                 task->where, n->name, n->cfg->type, b->plugin->path,
+                 b->plugin->desc->build_id);
         return -1;
     }
     ctx->inited = 1;
     return 0;
+}
+
+static int init_ctx(ks_task *task, const ks_topo_node *n, char *err, size_t errlen)
+{
+    ks_node_build b = ks_task_node_build(n);
+    task->live[n->index] = &task->ctxs[n->index];
+    return start_ctx(task, &task->ctxs[n->index], n, &b, err, errlen);
+}
+
+/* Close the instance in ctx (when inited) and free what the ctx owns. */
+static void stop_ctx(struct ks_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->inited && ctx->build.ptype->close) {
+        ctx->phase = KS_PHASE_CLOSE;
+        ctx->build.ptype->close(ctx, ctx->state);
+    }
+    ctx->inited = 0;
+    free(ctx->stores);
+    ctx->stores = NULL;
+    if (ctx->heap)
+        free(ctx);
 }
 
 int ks_task_create(const ks_topology *topo, int32_t partition, const ks_task_io *io,
@@ -110,7 +146,9 @@ int ks_task_create(const ks_topology *topo, int32_t partition, const ks_task_io 
     task->stream_time = -1;
     snprintf(task->where, sizeof task->where, "task-%d", (int)partition);
     task->ctxs = calloc(topo->node_count, sizeof *task->ctxs);
-    if (!task->ctxs || open_stores(task, err, errlen) != 0)
+    task->live = calloc(topo->node_count + 1, sizeof *task->live);
+    task->next = calloc(topo->node_count + 1, sizeof *task->next);
+    if (!task->ctxs || !task->live || !task->next || open_stores(task, err, errlen) != 0)
         goto fail;
     for (size_t i = 0; i < topo->node_count; i++)
         if (topo->nodes[i].kind == KS_NODE_PROCESSOR &&
@@ -127,15 +165,16 @@ void ks_task_destroy(ks_task *task)
 {
     if (!task)
         return;
-    for (size_t i = 0; task->ctxs && i < task->topo->node_count; i++) {
-        struct ks_ctx *ctx = &task->ctxs[i];
-        if (ctx->inited && ctx->node->ptype->close) {
-            ctx->phase = KS_PHASE_CLOSE;
-            ctx->node->ptype->close(ctx, ctx->state);
-        }
-        free(ctx->stores);
+    for (size_t i = 0; task->ctxs && task->live && task->next && i < task->topo->node_count;
+         i++) {
+        stop_ctx(task->next[i]);
+        if (task->live[i] != &task->ctxs[i])
+            stop_ctx(task->live[i]);
+        stop_ctx(&task->ctxs[i]);
     }
     free(task->ctxs);
+    free(task->live);
+    free(task->next);
     if (task->env) {
         ks_store_abort(task->env);
         ks_store_env_close(task->env);
@@ -171,10 +210,10 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
         task->records_out++;
         return 0;
     }
-    struct ks_ctx *ctx = &task->ctxs[child->index];
+    struct ks_ctx *ctx = task->live[child->index];
     ks_phase saved = ctx->phase;
     ctx->phase = KS_PHASE_PROCESS;
-    ks_verdict v = child->ptype->process(ctx, ctx->state, &r);
+    ks_verdict v = ctx->build.ptype->process(ctx, ctx->state, &r);
     ctx->phase = saved;
     if (v != KS_OK) {
         task->verdict = worst(task->verdict, v);
@@ -186,7 +225,7 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
 ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_record *rec)
 {
     task->current = rec;
-    task->verdict = KS_OK;
+    task->verdict = ks_task_run_migrations(task);
     task->records_in++;
     if (rec->timestamp > task->stream_time)
         task->stream_time = rec->timestamp;
@@ -194,15 +233,17 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
         ks_task_dispatch(task, &task->topo->nodes[source->children[c]], rec);
     /* stream-time punctuations due after this record */
     for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
-        struct ks_ctx *ctx = &task->ctxs[i];
+        struct ks_ctx *ctx = task->live[i];
+        if (!ctx)
+            continue;
         ks_schedule *s = &ctx->schedules[KS_TIME_STREAM];
-        if (!ctx->inited || !s->interval || !ctx->node->ptype->punctuate)
+        if (!ctx->inited || !s->interval || !ctx->build.ptype->punctuate)
             continue;
         if (s->next == 0)
             s->next = task->stream_time + s->interval;
         if (task->stream_time >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
-            ks_verdict v = ctx->node->ptype->punctuate(ctx, ctx->state, KS_TIME_STREAM,
+            ks_verdict v = ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_STREAM,
                                                        task->stream_time);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
@@ -215,18 +256,20 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
 
 ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
 {
-    task->verdict = KS_OK;
+    task->verdict = ks_task_run_migrations(task);
     for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
-        struct ks_ctx *ctx = &task->ctxs[i];
+        struct ks_ctx *ctx = task->live[i];
+        if (!ctx)
+            continue;
         ks_schedule *s = &ctx->schedules[KS_TIME_WALLCLOCK];
-        if (!ctx->inited || !s->interval || !ctx->node->ptype->punctuate)
+        if (!ctx->inited || !s->interval || !ctx->build.ptype->punctuate)
             continue;
         if (s->next == 0)
             s->next = now_ms + s->interval;
         if (now_ms >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
             ks_verdict v =
-                ctx->node->ptype->punctuate(ctx, ctx->state, KS_TIME_WALLCLOCK, now_ms);
+                ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_WALLCLOCK, now_ms);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
             s->next = now_ms + s->interval;
@@ -242,10 +285,26 @@ int ks_task_begin(ks_task *task)
     return task->env ? ks_store_begin(task->env) : 0;
 }
 
+/* The batch ended: migrations that ran in it are done when it committed,
+ * and must run again (in the replay) when it aborted. */
+static void migrations_end(ks_task *task, int committed)
+{
+    for (size_t i = 0; task->live && i < task->topo->node_count; i++) {
+        struct ks_ctx *ctx = task->live[i];
+        if (!ctx || !ctx->migrated_in_batch)
+            continue;
+        ctx->migrated_in_batch = 0;
+        if (committed)
+            ctx->migrate_pending = 0;
+    }
+}
+
 int ks_task_commit_stores(ks_task *task)
 {
-    if (!task->env || !ks_store_in_txn(task->env))
+    if (!task->env || !ks_store_in_txn(task->env)) {
+        migrations_end(task, 1);
         return 0;
+    }
     const ks_pipeline *p = task->topo->pipeline;
     for (size_t s = 0; s < p->store_count; s++) {
         if (task->changelog_hi[s] < 0)
@@ -259,11 +318,13 @@ int ks_task_commit_stores(ks_task *task)
     int rc = ks_store_commit(task->env);
     for (size_t s = 0; s < p->store_count; s++)
         task->changelog_hi[s] = -1;
+    migrations_end(task, rc == 0);
     return rc;
 }
 
 void ks_task_abort_stores(ks_task *task)
 {
+    migrations_end(task, 0);
     if (!task->env)
         return;
     ks_store_abort(task->env);
@@ -289,4 +350,83 @@ int64_t ks_task_checkpoint(ks_task *task, int store)
     if (!task->dbs || ks_store_checkpoint_get(task->dbs[store], &off) != 0)
         return -1;
     return off;
+}
+
+/* ---- hot deploy ------------------------------------------------------------ */
+
+int ks_task_prepare_node(ks_task *task, const ks_topo_node *n, const ks_node_build *b,
+                         uint32_t migrate_from, char *err, size_t errlen)
+{
+    struct ks_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    ctx->heap = 1;
+    if (start_ctx(task, ctx, n, b, err, errlen) != 0) {
+        stop_ctx(ctx);
+        return -1;
+    }
+    if (b->ptype->state_version != migrate_from) {
+        ctx->migrate_pending = 1;
+        ctx->migrate_from = migrate_from;
+    }
+    stop_ctx(task->next[n->index]);
+    task->next[n->index] = ctx;
+    return 0;
+}
+
+int ks_task_swap_node(ks_task *task, int index)
+{
+    struct ks_ctx *next = task->next[index];
+    if (!next)
+        return 0;
+    struct ks_ctx *old = task->live[index];
+    task->live[index] = next;
+    task->next[index] = NULL;
+    /* a migration the old instance still owed is owed by the new one: the
+     * stores are still in the old instance's source format */
+    if (old && old->migrate_pending && !next->migrate_pending) {
+        next->migrate_pending = 1;
+        next->migrate_from = old->migrate_from;
+    }
+    stop_ctx(old); /* frees a heap ctx; &ctxs[i] stays, closed */
+    return 1;
+}
+
+void ks_task_discard_prepared(ks_task *task)
+{
+    for (size_t i = 0; task->next && i < task->topo->node_count; i++) {
+        stop_ctx(task->next[i]);
+        task->next[i] = NULL;
+    }
+}
+
+const struct ks_ctx *ks_task_live(const ks_task *task, int index)
+{
+    return task->live ? task->live[index] : NULL;
+}
+
+ks_verdict ks_task_run_migrations(ks_task *task)
+{
+    ks_verdict worst_v = KS_OK;
+    for (size_t i = 0; task->live && i < task->topo->node_count; i++) {
+        struct ks_ctx *ctx = task->live[i];
+        if (!ctx || !ctx->migrate_pending || ctx->migrated_in_batch)
+            continue;
+        if (!ctx->build.ptype->migrate)
+            return KS_FATAL; /* reload.c refuses such builds: cannot happen */
+        ks_phase saved = ctx->phase;
+        ctx->phase = KS_PHASE_PROCESS; /* migrate may read and write stores */
+        ks_verdict v = ctx->build.ptype->migrate(ctx, ctx->migrate_from);
+        ctx->phase = saved;
+        if (v == KS_OK) {
+            ctx->migrated_in_batch = 1;
+            ks_info(task->where, "node %s: migrated its stores from state version %u to %u",
+                    ctx->node->name, (unsigned)ctx->migrate_from,
+                    (unsigned)ctx->build.ptype->state_version);
+        }
+        worst_v = worst(worst_v, v);
+    }
+    return worst_v;
 }

@@ -27,6 +27,8 @@ typedef struct ks_task_io {
      * `store` indexes pipeline->stores. May be NULL (no changelog). */
     int (*changelog)(void *arg, ks_task *task, int store, ks_bytes key,
                      const ks_bytes *value);
+    /* Where plugin counters (api->metric_add) go; may be NULL. */
+    struct ks_metrics *metrics;
 } ks_task_io;
 
 /* Phases: which host calls are allowed (STYLE: check at the boundary). */
@@ -51,6 +53,16 @@ typedef struct ks_schedule {
     int64_t next;
 } ks_schedule;
 
+/* The build a processor instance runs, copied into its ctx at init: a hot
+ * deploy (reload.c) changes what NEW instances get without touching the
+ * running ones, which keep theirs until they are closed. */
+typedef struct ks_node_build {
+    ks_plugin *plugin;
+    const ks_processor_type *ptype;
+    const ks_topo_fn *fns; /* fn_count entries, as in the node */
+    size_t fn_count;
+} ks_node_build;
+
 struct ks_ctx {
     uint32_t magic;
     ks_task *task;
@@ -60,6 +72,13 @@ struct ks_ctx {
     ks_phase phase;
     struct ks_store *stores; /* one per node store */
     ks_schedule schedules[2]; /* by ks_time_kind */
+    ks_node_build build;      /* what init/process/punctuate/close call */
+    int heap;                 /* made by ks_task_prepare_node: free() it */
+    /* hot deploy with a new state_version: migrate(from) must commit with
+     * the first batch this instance runs in (ks_task_run_migrations) */
+    int migrate_pending;
+    int migrated_in_batch;
+    uint32_t migrate_from;
 };
 
 struct ks_task {
@@ -79,6 +98,13 @@ struct ks_task {
     int64_t *changelog_hi;
     uint64_t records_in;
     uint64_t records_out;
+    /* > 0: the wall-clock time (ms) now(KS_TIME_WALLCLOCK) returns, set by
+     * the test driver; 0: the host's clock */
+    int64_t wallclock;
+    /* per node: the ctx that runs (&ctxs[i] until a hot deploy swaps in a
+     * prepared one) and the prepared ctx waiting for the swap (or NULL) */
+    struct ks_ctx **live;
+    struct ks_ctx **next;
 };
 
 /* The host API table the engine hands to plugins. Static, process-wide. */
@@ -113,6 +139,39 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child,
 
 /* Fire due wall-clock punctuations at `now_ms`. */
 ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms);
+
+/* ---- hot deploy (reload.c); all on the task's owner thread, outside a
+ * batch --------------------------------------------------------------- */
+
+/* The build node `n` has in the topology now (read atomically: the reload
+ * thread may be switching it). */
+ks_node_build ks_task_node_build(const ks_topo_node *n);
+
+/*
+ * Create a new instance of processor node `n` on build `b` for this task
+ * and keep it as the node's prepared instance (replacing an earlier one).
+ * `migrate_from` is the state_version of the running instance; when it
+ * differs from b->ptype->state_version the instance migrates before its
+ * first record. 0, or -1 with err naming the task, node and plugin path
+ * when init fails (nothing is kept).
+ */
+int ks_task_prepare_node(ks_task *task, const ks_topo_node *n, const ks_node_build *b,
+                         uint32_t migrate_from, char *err, size_t errlen);
+
+/* Swap in node `index`'s prepared instance: close the running one (its
+ * build may be unloaded after this returns), run the new one from now on.
+ * Returns 1 when swapped, 0 when nothing was prepared. */
+int ks_task_swap_node(ks_task *task, int index);
+
+/* Close and forget every prepared instance (a refused hot deploy). */
+void ks_task_discard_prepared(ks_task *task);
+
+/* The running instance of node `index` (NULL for sources and sinks). */
+const struct ks_ctx *ks_task_live(const ks_task *task, int index);
+
+/* Run pending migrations of this task's instances inside the open batch.
+ * Called by ks_task_process and the punctuations before any processor. */
+ks_verdict ks_task_run_migrations(ks_task *task);
 
 /* Store batch control, for the owner's commit sequence. */
 int ks_task_begin(ks_task *task);

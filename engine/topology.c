@@ -190,26 +190,87 @@ static const char *config_type_name(ks_config_type type)
     return "?";
 }
 
+/* Prefix under which a processor type declares the keys of a node's
+ * `window:` map: `window: { size: 1m }` is the field "window.size". */
+#define WINDOW_PREFIX "window."
+#define WINDOW_PREFIX_LEN (sizeof WINDOW_PREFIX - 1)
+
+static const ks_config_field *find_field(const ks_processor_type *pt,
+                                         const char *prefix, const char *key)
+{
+    size_t plen = strlen(prefix);
+    for (size_t j = 0; j < pt->config_count; j++) {
+        const char *name = pt->config[j].name;
+        if (strncmp(name, prefix, plen) == 0 && strcmp(name + plen, key) == 0)
+            return &pt->config[j];
+    }
+    return NULL;
+}
+
+static int is_window_field(const ks_config_field *f)
+{
+    return strncmp(f->name, WINDOW_PREFIX, WINDOW_PREFIX_LEN) == 0;
+}
+
+/* Validate the node's `window:` map against the type's "window.*" fields,
+ * the same way as `config:`: unknown keys and bad values are errors at the
+ * key or value, and the type must support windows at all. */
+static int validate_window(const ks_cfg_node *n, const ks_processor_type *pt,
+                           char *err, size_t errlen)
+{
+    if (n->window.count == 0)
+        return 0;
+    if (!find_field(pt, WINDOW_PREFIX, "kind"))
+        return fail_at(err, errlen, &n->window.items[0].key_mark,
+                       "type '%s' does not support windows (node '%s')", n->type,
+                       n->name);
+    for (size_t i = 0; i < n->window.count; i++) {
+        const ks_cfg_scalar *s = &n->window.items[i];
+        const ks_config_field *f = find_field(pt, WINDOW_PREFIX, s->key);
+        if (!f) {
+            char names[512] = "";
+            for (size_t j = 0; j < pt->config_count; j++) {
+                if (!is_window_field(&pt->config[j]))
+                    continue;
+                size_t at = strlen(names);
+                snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
+                         pt->config[j].name + WINDOW_PREFIX_LEN);
+            }
+            return fail_at(err, errlen, &s->key_mark,
+                           "unknown window key '%s' for type '%s'; expected one of: %s",
+                           s->key, n->type, names);
+        }
+        if (check_value(f, s->value) != 0)
+            return fail_at(err, errlen, &s->mark,
+                           "window key '%s' of node '%s' must be %s, found '%s'", s->key,
+                           n->name, config_type_name(f->type), s->value);
+    }
+    return 0;
+}
+
 static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                            char *err, size_t errlen)
 {
+    if (validate_window(n, pt, err, errlen) != 0)
+        return -1;
     for (size_t i = 0; i < n->config.count; i++) {
         const ks_cfg_scalar *s = &n->config.items[i];
         const ks_config_field *f = NULL;
         for (size_t j = 0; j < pt->config_count; j++)
-            if (strcmp(pt->config[j].name, s->key) == 0)
+            if (strcmp(pt->config[j].name, s->key) == 0 && !is_window_field(&pt->config[j]))
                 f = &pt->config[j];
         if (!f) {
             char names[512] = "";
             for (size_t j = 0; j < pt->config_count; j++) {
+                if (is_window_field(&pt->config[j]))
+                    continue; /* those belong under `window:` */
                 size_t at = strlen(names);
-                snprintf(names + at, sizeof names - at, "%s%s", j ? ", " : "",
+                snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
                          pt->config[j].name);
             }
             return fail_at(err, errlen, &s->key_mark,
                            "unknown config key '%s' for type '%s'; expected %s%s",
-                           s->key, n->type, pt->config_count ? "one of: " : "none",
-                           names);
+                           s->key, n->type, names[0] ? "one of: " : "none", names);
         }
         if (check_value(f, s->value) != 0)
             return fail_at(err, errlen, &s->mark,
@@ -221,8 +282,10 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
         if (!f->required)
             continue;
         int set = 0;
-        for (size_t i = 0; i < n->config.count; i++)
-            set |= strcmp(n->config.items[i].key, f->name) == 0;
+        const ks_cfg_scalars *where = is_window_field(f) ? &n->window : &n->config;
+        const char *key = is_window_field(f) ? f->name + WINDOW_PREFIX_LEN : f->name;
+        for (size_t i = 0; i < where->count; i++)
+            set |= strcmp(where->items[i].key, key) == 0;
         if (!set)
             return fail_at(err, errlen, &n->mark,
                            "node '%s' (type '%s') needs config key '%s'", n->name,
@@ -541,4 +604,61 @@ void ks_topology_print_dot(const ks_topology *t, FILE *f)
         fprintf(f, "  \"store:%s\" [shape=cylinder,label=\"%s\"];\n",
                 t->pipeline->stores[s].name, t->pipeline->stores[s].name);
     fprintf(f, "}\n");
+}
+
+/* ---- hot deploy (reload.c) -------------------------------------------- */
+
+int ks_topology_prepare_swap(const ks_topo_node *tn, const ks_plugin *pl,
+                             const ks_processor_type **ptype, ks_topo_fn **fns,
+                             char *err, size_t errlen)
+{
+    *ptype = NULL;
+    *fns = NULL;
+    if (tn->kind != KS_NODE_PROCESSOR)
+        return 0;
+    const ks_cfg_node *n = tn->cfg;
+    const char *name = pl->desc->name;
+    int affected = strcmp(tn->plugin->desc->name, name) == 0;
+    for (size_t f = 0; f < tn->fn_count; f++)
+        affected |= strcmp(tn->fns[f].cfg->plugin, name) == 0;
+    if (!affected)
+        return 0;
+    const ks_processor_type *pt = tn->ptype;
+    if (strcmp(tn->plugin->desc->name, name) == 0) {
+        pt = ks_plugin_processor(pl, n->processor);
+        if (!pt)
+            return fail_at(err, errlen, &n->type_mark,
+                           "new build of plugin '%s' (%s) has no processor type '%s' "
+                           "used by node '%s'",
+                           name, pl->path, n->processor, n->name);
+        if (validate_config(n, pt, err, errlen) != 0)
+            return -1;
+        if ((pt->flags & KS_PROC_NEEDS_STORE) && n->store_count == 0)
+            return fail_at(err, errlen, &n->mark,
+                           "node '%s': new build of type '%s' needs `store:`", n->name,
+                           n->type);
+        if ((pt->flags & KS_PROC_NEEDS_FUNCTIONS) && n->function_count == 0)
+            return fail_at(err, errlen, &n->mark,
+                           "node '%s': new build of type '%s' needs `functions:`",
+                           n->name, n->type);
+    }
+    ks_topo_fn *out = calloc(tn->fn_count + 1, sizeof *out);
+    if (!out)
+        return fail_at(err, errlen, &n->mark, "out of memory");
+    for (size_t f = 0; f < tn->fn_count; f++) {
+        out[f] = tn->fns[f];
+        if (strcmp(tn->fns[f].cfg->plugin, name) != 0)
+            continue;
+        const ks_function *fn = ks_plugin_function(pl, tn->fns[f].cfg->name);
+        if (!fn || fn->kind != tn->fns[f].fn->kind) {
+            free(out);
+            return fail_at(err, errlen, &tn->fns[f].cfg->mark,
+                           "new build of plugin '%s' (%s) has no %sfunction '%s'", name,
+                           pl->path, fn ? "matching " : "", tn->fns[f].cfg->name);
+        }
+        out[f].fn = fn;
+    }
+    *ptype = pt;
+    *fns = out;
+    return 1;
 }

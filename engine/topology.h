@@ -5,7 +5,11 @@
  * names or uses, resolves each node's "plugin.processor" type and named
  * functions, validates each node's `config:` against the processor type's
  * schema, and links nodes to their children, stores and sinks. Immutable
- * once built; every task of every worker shares it.
+ * once built, except for hot deploy (reload.c): the reload thread switches
+ * a processor node's plugin/ptype/fns (atomic stores) and an entry of
+ * `plugins`; tasks copy a node's build into each instance's ctx at init
+ * (ks_task_node_build), so running instances never see the switch. Every
+ * task of every worker shares it.
  */
 #ifndef KS_TOPOLOGY_H
 #define KS_TOPOLOGY_H
@@ -78,5 +82,21 @@ const ks_topo_node *ks_topology_node(const ks_topology *t, const char *name);
  * written into buf. */
 void ks_changelog_topic(const ks_topology *t, const char *store, char *buf,
                         size_t len);
+
+/*
+ * Hot deploy: check processor node `tn` against `pl`, a new build of one of
+ * the plugins the pipeline uses (matched by plugin name). Returns 0 when the
+ * node uses nothing of that plugin; 1 when it does, with *ptype (inside pl,
+ * or the node's own type when only its functions come from pl) and *fns (a
+ * new array of tn->fn_count entries, owned by the caller: free()) set; -1
+ * when the new build cannot run the node: a processor type or function is
+ * missing, or the node's YAML `config:`/`window:` no longer validates; err
+ * then holds "FILE:LINE:COL: ..." naming the build's path. Reads only what
+ * never changes while the engine runs plus tn->plugin/ptype/fns, which only
+ * the reload thread (the caller) writes.
+ */
+int ks_topology_prepare_swap(const ks_topo_node *tn, const ks_plugin *pl,
+                             const ks_processor_type **ptype, ks_topo_fn **fns,
+                             char *err, size_t errlen);
 
 #endif /* KS_TOPOLOGY_H */

@@ -22,7 +22,6 @@
 #include "worker.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdarg.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
@@ -34,6 +33,9 @@
 #include "fault.h"
 #include "kafka.h"
 #include "log.h"
+#include "metrics.h"
+#include "reload.h"
+#include "serde.h"
 #include "task.h"
 
 #define KS_MAX_HEADERS 64
@@ -66,11 +68,24 @@ struct ks_worker {
     uint64_t *batch_epoch;
     rd_kafka_resp_err_t delivery_err;
     char delivery_errstr[256];
-    int retries;
+    int retries;           /* aborts in a row for the same reason */
+    char last_abort[640];  /* that reason */
     ks_header headers[KS_MAX_HEADERS];
     uint64_t commits;
     uint64_t aborts;
+    char **changelog_topics; /* by store index */
+    uint64_t poisons;
+    double commit_seconds;
+    double process_seconds;
+    uint64_t processed;
+    int64_t last_publish_ms;
+    /* by partition: task counters already added to the metrics (a task
+     * object lives for one assignment; the metrics outlive it) */
+    uint64_t *published_in;
+    uint64_t *published_out;
 };
+
+static void publish_task_counts(ks_worker *w, int32_t p);
 
 static int64_t now_ms(void)
 {
@@ -162,32 +177,12 @@ static int produce(ks_worker *w, const char *topic, int32_t partition, const voi
     }
 }
 
-static int check_serde(ks_serde serde, const void *data, size_t len, const char **why)
-{
-    if (!data)
-        return 0; /* null keys and tombstones are valid in every serde */
-    if (serde == KS_SERDE_INT64 && len != 8) {
-        *why = "int64 needs exactly 8 bytes";
-        return -1;
-    }
-    if (serde == KS_SERDE_JSON) {
-        json_error_t jerr;
-        json_t *j = json_loadb(data, len, JSON_DECODE_ANY, &jerr);
-        if (!j) {
-            *why = "not valid JSON";
-            return -1;
-        }
-        json_decref(j);
-    }
-    return 0;
-}
-
 static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_record *rec)
 {
     ks_worker *w = arg;
     const char *why = NULL;
-    if (check_serde(sink->sink->key_serde, rec->key, rec->key_len, &why) != 0 ||
-        check_serde(sink->sink->value_serde, rec->value, rec->value_len, &why) != 0) {
+    if (ks_serde_check(sink->sink->key_serde, rec->key, rec->key_len, &why) != 0 ||
+        ks_serde_check(sink->sink->value_serde, rec->value, rec->value_len, &why) != 0) {
         ks_error(task->where, "record for sink '%s' (topic %s) does not match its serde: %s",
                  sink->name, sink->sink->topic, why);
         return KS_ERR_INVALID;
@@ -207,8 +202,9 @@ static int on_changelog(void *arg, ks_task *task, int store, ks_bytes key,
                         const ks_bytes *value)
 {
     ks_worker *w = arg;
-    char topic[512];
-    ks_changelog_topic(w->topo, w->p->stores[store].name, topic, sizeof topic);
+    /* names made once at start: an snprintf per write was ~5% of the
+     * worker's instructions (bench/ callgrind) */
+    const char *topic = w->changelog_topics[store];
     return produce(w, topic, task->partition, key.data, key.len, value ? value->data : NULL,
                    value ? value->len : 0, task->current ? task->current->timestamp : 0,
                    &task->changelog_hi[store], NULL);
@@ -299,7 +295,17 @@ static rd_kafka_t *new_restorer(ks_worker *w, const char *isolation, char *err,
     const char *forced[] = {"group.id", group, "enable.auto.commit", "false",
                             "isolation.level", isolation, "enable.partition.eof",
                             "true", "auto.offset.reset", "earliest", NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, NULL, forced, err, errlen);
+    /* Restore reads to the end of a partition: with the default 500 ms
+     * fetch.wait.max.ms the broker holds the last (empty) fetch 500 ms, and
+     * the offset queries behind it on the same connection wait too: ~1 s per
+     * restored partition whatever its size. And librdkafka 2.0.2 stops
+     * fetching once queued.min.messages are queued and looks again only
+     * about once a second, while the replay drains 100 000 records in less:
+     * a bigger prefetch (still capped by queued.max.messages.kbytes) keeps
+     * the replay fed (bench/, docs/performance.md). */
+    const char *defaults[] = {"fetch.wait.max.ms", "10", "queued.min.messages", "1000000",
+                              NULL};
+    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, defaults, forced, err, errlen);
     if (!conf)
         return NULL;
     char why[512];
@@ -336,8 +342,17 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
     int64_t deadline = now_ms() + 120000;
     for (;;) {
         if (changelog_ends(w, topic, part, &lso, &hw) != 0) {
-            fail(w, "restore of %s [%d]: cannot read its offsets", topic, (int)part);
-            return -1;
+            /* transient just after the topic's creation (no leader yet) or
+             * while the broker restarts: retry until the deadline (found by
+             * the crash suite, tests/integration/test_crash.c) */
+            if (now_ms() > deadline) {
+                fail(w, "restore of %s [%d]: cannot read its offsets", topic, (int)part);
+                return -1;
+            }
+            if (ks_engine_stopping(w->eng))
+                return -1;
+            usleep(200 * 1000);
+            continue;
         }
         if (lso >= hw || now_ms() > deadline)
             break;
@@ -355,7 +370,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
     rd_kafka_topic_partition_list_add(tp, topic, part)->offset =
         ckpt < 0 ? RD_KAFKA_OFFSET_BEGINNING : ckpt;
     rd_kafka_assign(w->restorer, tp);
-    int64_t started = now_ms(), last_report = started;
+    int64_t started = now_ms(), last_report = started, progress_ms = started;
     uint64_t done = 0;
     int64_t total = lso - from;
     int rc = 0;
@@ -368,6 +383,14 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
                 rd_kafka_message_destroy(m);
                 break;
             }
+            if (m->err && now_ms() - progress_ms < 120000) {
+                /* e.g. transport errors while the broker restarts: the
+                 * client reconnects (found by the crash suite) */
+                ks_warn(w->where, "restore of %s [%d]: %s (retrying)", topic, (int)part,
+                        rd_kafka_message_errstr(m));
+                rd_kafka_message_destroy(m);
+                continue;
+            }
             if (m->err) {
                 fail(w, "restore of %s [%d]: %s", topic, (int)part, rd_kafka_message_errstr(m));
                 rd_kafka_message_destroy(m);
@@ -377,6 +400,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             ks_bytes key = {m->key, m->key_len};
             ks_bytes val = {m->payload, m->len};
             rc = ks_task_restore_put(task, store, key, m->payload ? &val : NULL, m->offset);
+            progress_ms = now_ms();
             rd_kafka_message_destroy(m);
             ks_fault_point(KS_FAULT_DURING_RESTORE);
             if (rc != 0) {
@@ -390,6 +414,11 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
         if (now_ms() - last_report >= 2000) {
             last_report = now_ms();
             double secs = (double)(last_report - started) / 1000.0;
+            char l[512];
+            snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", w->p->stores[store].name,
+                     (int)part);
+            ks_metrics_set(w->eng->metrics, "kstreams_restore_remaining", l,
+                           (double)(total > (int64_t)done ? total - (int64_t)done : 0));
             ks_info(task->where, "restoring store %s partition %d: %llu of ~%lld records (%.0f/s)",
                     w->p->stores[store].name, (int)part, (unsigned long long)done,
                     (long long)total, secs > 0 ? (double)done / secs : 0.0);
@@ -404,6 +433,11 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
     if (rc == 0) {
         rc = ks_task_commit_stores(task);
         double secs = (double)(now_ms() - started) / 1000.0;
+        char l[512];
+        snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", w->p->stores[store].name,
+                 (int)part);
+        ks_metrics_add(w->eng->metrics, "kstreams_restore_records_total", l, (double)done);
+        ks_metrics_set(w->eng->metrics, "kstreams_restore_remaining", l, 0);
         ks_info(task->where,
                 "restored store %s partition %d: %llu records replayed from offset %lld "
                 "in %.2f s",
@@ -427,7 +461,8 @@ static int open_task(ks_worker *w, int32_t partition)
     }
     if (w->tasks[partition])
         return 0;
-    ks_task_io io = {.arg = w, .emit = on_emit, .changelog = on_changelog};
+    ks_task_io io = {
+        .arg = w, .emit = on_emit, .changelog = on_changelog, .metrics = w->eng->metrics};
     char err[1024];
     ks_task *task;
     if (ks_task_create(w->topo, partition, &io, &task, err, sizeof err) != 0) {
@@ -440,6 +475,8 @@ static int open_task(ks_worker *w, int32_t partition)
             return -1;
         }
     w->tasks[partition] = task;
+    w->published_in[partition] = w->published_out[partition] = 0;
+    ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
     for (size_t s = 0; s < w->p->source_count; s++) {
         w->pos[slot(w, partition, s)] = -1;
         w->committed[slot(w, partition, s)] = -1;
@@ -452,6 +489,7 @@ static void close_task(ks_worker *w, int32_t partition)
 {
     if (partition < 0 || partition >= w->partitions || !w->tasks[partition])
         return;
+    publish_task_counts(w, partition);
     ks_task_destroy(w->tasks[partition]);
     w->tasks[partition] = NULL;
     w->epoch[partition]++;
@@ -577,9 +615,14 @@ static void abort_batch(ks_worker *w, const char *why)
     rewind_to_committed(w);
     w->in_batch = 0;
     w->aborts++;
-    /* the same batch failing again and again is not transient */
+    /* the same failure again and again is not transient; a failure at a
+     * later record means the replays make progress */
+    if (strcmp(why, w->last_abort) != 0) {
+        snprintf(w->last_abort, sizeof w->last_abort, "%s", why);
+        w->retries = 0;
+    }
     if (++w->retries > 10)
-        fail(w, "10 batches in a row aborted (last: %s); stopping", why);
+        fail(w, "10 batches in a row aborted for the same reason (%s); stopping", why);
 }
 
 static void batch_committed(ks_worker *w)
@@ -708,6 +751,7 @@ static int commit_batch(ks_worker *w)
         return 0;
     int64_t started = now_ms();
     int rc = w->eos ? commit_eos(w) : commit_alo(w);
+    w->commit_seconds += (double)(now_ms() - started) / 1000.0;
     /* adapt the batch so that a batch stays well inside the commit interval
      * and far from transaction.timeout.ms */
     int64_t took = now_ms() - w->batch_started_ms;
@@ -754,6 +798,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 static int poison(ks_worker *w, const rd_kafka_message_t *m, const char *why)
 {
     const char *topic = rd_kafka_topic_name(m->rkt);
+    w->poisons++;
     switch (w->p->poison) {
     case KS_POISON_SKIP:
         ks_warn(w->where, "skipping poison record %s/%d/%lld: %s", topic, (int)m->partition,
@@ -808,8 +853,8 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
         return;
     const ks_cfg_source *s = &w->p->sources[src];
     const char *why = NULL;
-    if (check_serde(s->key_serde, m->key, m->key_len, &why) != 0 ||
-        check_serde(s->value_serde, m->payload, m->len, &why) != 0) {
+    if (ks_serde_check(s->key_serde, m->key, m->key_len, &why) != 0 ||
+        ks_serde_check(s->value_serde, m->payload, m->len, &why) != 0) {
         if (poison(w, m, why) != 0)
             return;
         *pos = m->offset + 1;
@@ -837,7 +882,12 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
         rec.headers = w->headers;
         rec.header_count = n;
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     ks_verdict v = ks_task_process(task, &w->topo->nodes[src], &rec);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    w->process_seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    w->processed++;
     switch (v) {
     case KS_OK:
         break;
@@ -862,12 +912,24 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
     w->batch_records++;
 }
 
+/* Non-zero when a wall-clock punctuation of `task` is due at `now` (or not
+ * yet armed): only then is a transaction worth opening. */
+static int wallclock_due(const ks_task *task, int64_t now)
+{
+    for (size_t i = 0; i < task->topo->node_count; i++) {
+        const ks_schedule *s = &task->ctxs[i].schedules[KS_TIME_WALLCLOCK];
+        if (task->ctxs[i].inited && s->interval && (s->next == 0 || now >= s->next))
+            return 1;
+    }
+    return 0;
+}
+
 static void punctuate_all(ks_worker *w)
 {
     int64_t now = wall_ms();
     for (int32_t p = 0; p < w->partitions; p++) {
         ks_task *task = w->tasks[p];
-        if (!task)
+        if (!task || !wallclock_due(task, now))
             continue;
         if (begin_batch(w) != 0)
             return;
@@ -876,6 +938,57 @@ static void punctuate_all(ks_worker *w)
             return;
         }
     }
+}
+
+/* Add what task p counted since the last publish to the metrics. */
+static void publish_task_counts(ks_worker *w, int32_t p)
+{
+    const ks_task *task = w->tasks[p];
+    char l[64];
+    snprintf(l, sizeof l, "task=\"%d\"", (int)p);
+    ks_metrics_add(w->eng->metrics, "kstreams_records_in_total", l,
+                   (double)(task->records_in - w->published_in[p]));
+    ks_metrics_add(w->eng->metrics, "kstreams_records_out_total", l,
+                   (double)(task->records_out - w->published_out[p]));
+    w->published_in[p] = task->records_in;
+    w->published_out[p] = task->records_out;
+}
+
+/* Copy this worker's counters into the engine's metrics (about once a
+ * second: the registry's lock stays off the per-record path). */
+static void publish_metrics(ks_worker *w)
+{
+    ks_metrics *m = w->eng->metrics;
+    char l[256];
+    snprintf(l, sizeof l, "worker=\"%d\"", w->id);
+    ks_metrics_set(m, "kstreams_commits_total", l, (double)w->commits);
+    ks_metrics_set(m, "kstreams_aborts_total", l, (double)w->aborts);
+    ks_metrics_set(m, "kstreams_commit_seconds_sum", l, w->commit_seconds);
+    ks_metrics_set(m, "kstreams_commit_seconds_count", l, (double)w->commits);
+    ks_metrics_set(m, "kstreams_process_seconds_sum", l, w->process_seconds);
+    ks_metrics_set(m, "kstreams_process_seconds_count", l, (double)w->processed);
+    ks_metrics_set(m, "kstreams_poison_records_total", l, (double)w->poisons);
+    int tasks = 0;
+    for (int32_t p = 0; p < w->partitions; p++) {
+        ks_task *task = w->tasks[p];
+        if (!task)
+            continue;
+        tasks++;
+        publish_task_counts(w, p);
+        for (size_t s = 0; s < w->p->source_count; s++) {
+            int64_t lo, hi, at = w->pos[slot(w, p, s)];
+            if (at < 0)
+                at = w->committed[slot(w, p, s)];
+            if (at < 0 || rd_kafka_get_watermark_offsets(w->consumer, w->p->sources[s].topic,
+                                                         p, &lo, &hi) != 0 || hi < 0)
+                continue;
+            snprintf(l, sizeof l, "topic=\"%s\",partition=\"%d\"", w->p->sources[s].topic,
+                     (int)p);
+            ks_metrics_set(m, "kstreams_consumer_lag", l, (double)(hi > at ? hi - at : 0));
+        }
+    }
+    snprintf(l, sizeof l, "worker=\"%d\"", w->id);
+    ks_metrics_set(m, "kstreams_tasks", l, tasks);
 }
 
 static void *worker_main(void *arg)
@@ -891,8 +1004,10 @@ static void *worker_main(void *arg)
         return NULL;
     }
     int64_t last_punctuate = 0;
+    unsigned unpolled = 0;
     while (!ks_engine_stopping(w->eng)) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(w->consumer, 50);
+        int got = m != NULL;
         if (m) {
             if (!m->err)
                 process_message(w, m);
@@ -900,7 +1015,11 @@ static void *worker_main(void *arg)
                 ks_warn(w->where, "consumer: %s", rd_kafka_message_errstr(m));
             rd_kafka_message_destroy(m);
         }
-        rd_kafka_poll(w->producer, 0);
+        /* delivery reports: every 64 records or when idle (a poll per record
+         * was ~5% of the worker's instructions, bench/ callgrind); the
+         * commit's flush serves the rest */
+        if (!got || (++unpolled & 63) == 0)
+            rd_kafka_poll(w->producer, 0);
         int64_t now = now_ms();
         if (now - last_punctuate >= 50) {
             last_punctuate = now;
@@ -909,6 +1028,13 @@ static void *worker_main(void *arg)
         if (w->in_batch && (now - w->batch_started_ms >= w->p->commit_interval_ms ||
                             w->batch_records >= w->max_batch))
             commit_batch(w);
+        if (now - w->last_publish_ms >= 1000) {
+            w->last_publish_ms = now;
+            publish_metrics(w);
+        }
+        /* hot deploy: builds change only here, between batches */
+        if (!w->in_batch)
+            ks_reload_at_boundary(w->eng->reload, w->id, w->tasks, w->partitions);
     }
     /* clean stop: commit what was processed (a failed engine aborts) */
     if (w->eng->exit_code == 0)
@@ -944,6 +1070,11 @@ static void free_worker(ks_worker *w)
     free(w->batch_epoch);
     free(w->pos);
     free(w->committed);
+    free(w->published_in);
+    free(w->published_out);
+    for (size_t s = 0; w->changelog_topics && s < w->p->store_count; s++)
+        free(w->changelog_topics[s]);
+    free(w->changelog_topics);
     free(w);
 }
 
@@ -969,12 +1100,27 @@ int ks_worker_start(ks_engine *eng, int id, ks_worker **out, char *err, size_t e
     w->batch_epoch = calloc((size_t)w->partitions, sizeof *w->batch_epoch);
     w->pos = malloc(slots * sizeof *w->pos);
     w->committed = malloc(slots * sizeof *w->committed);
-    if (!w->tasks || !w->epoch || !w->batch_epoch || !w->pos || !w->committed) {
+    w->published_in = calloc((size_t)w->partitions, sizeof *w->published_in);
+    w->published_out = calloc((size_t)w->partitions, sizeof *w->published_out);
+    if (!w->tasks || !w->epoch || !w->batch_epoch || !w->pos || !w->committed ||
+        !w->published_in || !w->published_out) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
     for (size_t i = 0; i < slots; i++)
         w->pos[i] = w->committed[i] = -1;
+    w->changelog_topics = calloc(w->p->store_count + 1, sizeof *w->changelog_topics);
+    for (size_t s = 0; w->changelog_topics && s < w->p->store_count; s++) {
+        char topic[512];
+        ks_changelog_topic(w->topo, w->p->stores[s].name, topic, sizeof topic);
+        if (!(w->changelog_topics[s] = strdup(topic)))
+            break;
+    }
+    if (!w->changelog_topics ||
+        (w->p->store_count && !w->changelog_topics[w->p->store_count - 1])) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     if (!(w->producer = new_producer(w, err, errlen)) ||
         !(w->restorer = new_restorer(w, "read_committed", err, errlen)) ||
         !(w->probe = new_restorer(w, "read_uncommitted", err, errlen)) ||

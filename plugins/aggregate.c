@@ -22,16 +22,20 @@
  *
  * State format (state_version 1): store key = record key, store value =
  * the aggregate bytes as the functions wrote them.
+ *
+ * With `window:` the aggregate is per key and window (window.c,
+ * docs/windows.md); a new window starts from init(key). Session windows
+ * also need `merge:` (KS_FN_MERGER): merge(key, earlier, later).
  */
 #include <kstreams/kstreams.h>
 
 #include <stdlib.h>
 
+#include "keyed.h"
+#include "window.h"
+
 /* Saved by the entry point; valid while the plugin is loaded. */
 static const ks_host_api *host;
-
-#define STORE_KEY_MAX 500
-#define LOG_EVERY 1000
 
 typedef struct agg_state {
     ks_store *store;
@@ -39,9 +43,33 @@ typedef struct agg_state {
     ks_aggregator_fn add;
     ks_buf *initial; /* init's output; reused for every record */
     ks_buf *result;  /* add's output; reused for every record  */
-    uint64_t null_keys;
-    uint64_t big_keys;
+    ks_keyed keyed; /* record checks, store failures (keyed.h) */
+    ks_merger_fn merge; /* `merge:` role; NULL when not named */
+    ks_win *win;        /* NULL: not windowed                  */
 } agg_state;
+
+/* Windowed aggregate: a new window starts from init(key). */
+static ks_verdict win_add(void *arg, ks_bytes key, const ks_bytes *agg, ks_bytes value,
+                          ks_buf *out)
+{
+    agg_state *st = arg;
+    ks_bytes from;
+    if (agg) {
+        from = *agg;
+    } else {
+        ks_verdict v = st->init(host, key, st->initial);
+        if (v != KS_OK)
+            return v;
+        from = host->buf_get(st->initial);
+    }
+    return st->add(host, key, value, from, out);
+}
+
+static ks_verdict win_merge(void *arg, ks_bytes key, ks_bytes a, ks_bytes b, ks_buf *out)
+{
+    agg_state *st = arg;
+    return st->merge(host, key, a, b, out);
+}
 
 static void agg_close(ks_ctx *ctx, void *state)
 {
@@ -49,6 +77,7 @@ static void agg_close(ks_ctx *ctx, void *state)
     agg_state *st = state;
     if (!st)
         return;
+    ks_win_free(st->win);
     host->buf_free(st->initial);
     host->buf_free(st->result);
     free(st);
@@ -78,6 +107,7 @@ static ks_verdict agg_init(ks_ctx *ctx, void **state)
         host->log(ctx, KS_LOG_ERROR, "aggregate: out of memory");
         return KS_FATAL;
     }
+    ks_keyed_init(&st->keyed, host, "aggregate");
     void (*init)(void) = NULL, (*add)(void) = NULL;
     int rc = host->store(ctx, NULL, &st->store);
     if (rc != 0) {
@@ -99,6 +129,16 @@ static ks_verdict agg_init(ks_ctx *ctx, void **state)
         host->log(ctx, KS_LOG_ERROR, "aggregate: out of memory");
         goto fail;
     }
+    /* optional: only session windows need a merger (ks_win_open says so) */
+    void (*merge)(void) = NULL;
+    rc = host->function(ctx, "merge", KS_FN_MERGER, &merge);
+    if (rc == 0)
+        st->merge = (ks_merger_fn)merge;
+    else if (rc != KS_ERR_NOT_FOUND)
+        goto fail; /* named but not a merger: logged by the host */
+    const ks_win_ops ops = {st, win_add, st->merge ? win_merge : NULL};
+    if (ks_win_open(host, ctx, "aggregate", st->store, &ops, &st->win) != 0)
+        goto fail;
     *state = st;
     return KS_OK;
 fail:
@@ -106,47 +146,16 @@ fail:
     return KS_FATAL;
 }
 
-static ks_verdict store_failed(ks_ctx *ctx, const char *what, int rc)
-{
-    if (rc == KS_ERR_STORE_FULL) {
-        host->log(ctx, KS_LOG_ERROR,
-                  "aggregate: the store of node '%s' is full; raise `map_size` "
-                  "of that store under `stores:` in the pipeline YAML",
-                  host->node_name(ctx));
-        return KS_FATAL;
-    }
-    host->log(ctx, KS_LOG_WARN, "aggregate: store %s failed (error %d); retrying",
-              what, rc);
-    return KS_RETRY;
-}
-
 static ks_verdict agg_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     agg_state *st = state;
 
-    if (!rec->key || rec->key_len == 0) {
-        if (st->null_keys++ % LOG_EVERY == 0)
-            host->log(ctx, KS_LOG_WARN,
-                      "aggregate: dropped a record without a key "
-                      "(%s[%d]@%lld); %llu so far",
-                      rec->topic ? rec->topic : "-", (int)rec->partition,
-                      (long long)rec->offset, (unsigned long long)st->null_keys);
-        host->metric_add(ctx, "null_keys", 1);
-        return KS_OK;
-    }
-    if (!rec->value) {
-        host->metric_add(ctx, "null_values", 1);
-        return KS_OK;
-    }
-    if (rec->key_len > STORE_KEY_MAX) {
-        if (st->big_keys++ % LOG_EVERY == 0)
-            host->log(ctx, KS_LOG_WARN,
-                      "aggregate: key of %zu bytes is over the store's %d-byte "
-                      "limit (%s[%d]@%lld)",
-                      rec->key_len, STORE_KEY_MAX, rec->topic ? rec->topic : "-",
-                      (int)rec->partition, (long long)rec->offset);
-        return KS_SKIP;
-    }
+    ks_verdict verdict;
+    if (ks_keyed_check(&st->keyed, ctx, rec, &verdict))
+        return verdict; /* no key, a tombstone or a key over the limit */
+
+    if (st->win)
+        return ks_win_process(st->win, rec);
 
     ks_bytes key = {rec->key, rec->key_len};
     ks_bytes value = {rec->value, rec->value_len};
@@ -159,7 +168,7 @@ static ks_verdict agg_process(ks_ctx *ctx, void *state, const ks_record *rec)
             return v;
         agg = host->buf_get(st->initial);
     } else if (rc != 0) {
-        return store_failed(ctx, "get", rc);
+        return ks_keyed_store_failed(&st->keyed, ctx, "get", rc);
     }
 
     ks_verdict v = st->add(host, key, value, agg, st->result);
@@ -171,7 +180,7 @@ static ks_verdict agg_process(ks_ctx *ctx, void *state, const ks_record *rec)
 
     rc = host->store_put(st->store, key, result);
     if (rc != 0)
-        return store_failed(ctx, "put", rc);
+        return ks_keyed_store_failed(&st->keyed, ctx, "put", rc);
 
     ks_record out = *rec; /* same key, timestamp and headers */
     out.value = result.data;
@@ -179,14 +188,16 @@ static ks_verdict agg_process(ks_ctx *ctx, void *state, const ks_record *rec)
     return host->forward(ctx, &out) == 0 ? KS_OK : KS_RETRY;
 }
 
+static const ks_config_field agg_config[] = {KS_WIN_CONFIG_FIELDS};
+
 static const ks_processor_type agg_type = {
     .struct_size = sizeof(ks_processor_type),
     .name = "aggregate",
     .description = "folds values per key with named init/add functions; "
                    "forwards (key, aggregate)",
     .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED | KS_PROC_NEEDS_FUNCTIONS,
-    .config = NULL,
-    .config_count = 0,
+    .config = agg_config,
+    .config_count = sizeof agg_config / sizeof agg_config[0],
     .state_version = 1,
     .init = agg_init,
     .process = agg_process,

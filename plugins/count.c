@@ -20,27 +20,61 @@
  *
  * State format (state_version 1): store key = record key bytes, store
  * value = int64 count, 8 bytes big-endian.
+ *
+ * With `window:` the count is per key and window (window.c, docs/windows.md):
+ * a window's count is an int64 too, sessions merge by adding their counts.
  */
 #include <kstreams/kstreams.h>
 
 #include <stdlib.h>
 
+#include "keyed.h"
+#include "window.h"
+
 /* Saved by the entry point; valid while the plugin is loaded. The only
  * mutable static: everything else lives in the instance. */
 static const ks_host_api *host;
 
-/* The host's limit on store keys (see store_put in kstreams.h). */
-#define STORE_KEY_MAX 500
-
-/* Log the 1st dropped record, then every LOG_EVERY-th. */
-#define LOG_EVERY 1000
-
 typedef struct count_state {
     ks_store *store;
-    uint64_t null_keys;   /* dropped: no key          */
-    uint64_t null_values; /* ignored: tombstones      */
-    uint64_t big_keys;    /* skipped: key over 500 B  */
+    ks_keyed keyed; /* record checks, store failures (keyed.h) */
+    ks_win *win;    /* NULL: not windowed                      */
 } count_state;
+
+/* A stored window count that is not an int64: the store holds something
+ * else. arg is the ctx. */
+static ks_verdict not_a_count(void *arg, size_t len)
+{
+    host->log(arg, KS_LOG_ERROR,
+              "count: stored window value of %zu bytes is not an int64 count; is the "
+              "store of node '%s' shared with another processor?",
+              len, host->node_name(arg));
+    return KS_FATAL;
+}
+
+/* Windowed count: a new window starts at 1. */
+static ks_verdict win_add(void *arg, ks_bytes key, const ks_bytes *agg, ks_bytes value,
+                          ks_buf *out)
+{
+    (void)key;
+    (void)value;
+    if (agg && agg->len != 8)
+        return not_a_count(arg, agg->len);
+    unsigned char v[8];
+    ks_int64_encode(agg ? ks_int64_decode(agg->data) + 1 : 1, v);
+    return host->buf_set(out, v, sizeof v) == 0 ? KS_OK : KS_RETRY;
+}
+
+/* Merged sessions count the records of both. */
+static ks_verdict win_merge(void *arg, ks_bytes key, ks_bytes a, ks_bytes b, ks_buf *out)
+{
+    (void)key;
+    if (a.len != 8 || b.len != 8)
+        return not_a_count(arg, a.len != 8 ? a.len : b.len);
+    unsigned char v[8];
+    ks_int64_encode(ks_int64_decode(a.data) + ks_int64_decode(b.data), v);
+    return host->buf_set(out, v, sizeof v) == 0 ? KS_OK : KS_RETRY;
+}
 
 static ks_verdict count_init(ks_ctx *ctx, void **state)
 {
@@ -49,6 +83,7 @@ static ks_verdict count_init(ks_ctx *ctx, void **state)
         host->log(ctx, KS_LOG_ERROR, "count: out of memory");
         return KS_FATAL;
     }
+    ks_keyed_init(&st->keyed, host, "count");
     int rc = host->store(ctx, NULL, &st->store);
     if (rc != 0) {
         host->log(ctx, KS_LOG_ERROR,
@@ -58,55 +93,24 @@ static ks_verdict count_init(ks_ctx *ctx, void **state)
         free(st);
         return KS_FATAL;
     }
-    *state = st;
-    return KS_OK;
-}
-
-/* Map a failed store call to a verdict. */
-static ks_verdict store_failed(ks_ctx *ctx, const char *what, int rc)
-{
-    if (rc == KS_ERR_STORE_FULL) {
-        host->log(ctx, KS_LOG_ERROR,
-                  "count: the store of node '%s' is full; raise `map_size` of "
-                  "that store under `stores:` in the pipeline YAML",
-                  host->node_name(ctx));
+    const ks_win_ops ops = {ctx, win_add, win_merge};
+    if (ks_win_open(host, ctx, "count", st->store, &ops, &st->win) != 0) {
+        free(st);
         return KS_FATAL;
     }
-    host->log(ctx, KS_LOG_WARN, "count: store %s failed (error %d); retrying",
-              what, rc);
-    return KS_RETRY;
+    *state = st;
+    return KS_OK;
 }
 
 static ks_verdict count_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     count_state *st = state;
+    ks_verdict verdict;
+    if (ks_keyed_check(&st->keyed, ctx, rec, &verdict))
+        return verdict; /* no key, a tombstone or a key over the limit */
 
-    if (!rec->key || rec->key_len == 0) {
-        if (st->null_keys++ % LOG_EVERY == 0)
-            host->log(ctx, KS_LOG_WARN,
-                      "count: dropped a record without a key (%s[%d]@%lld); "
-                      "%llu so far",
-                      rec->topic ? rec->topic : "-", (int)rec->partition,
-                      (long long)rec->offset,
-                      (unsigned long long)st->null_keys);
-        host->metric_add(ctx, "null_keys", 1);
-        return KS_OK;
-    }
-    if (!rec->value) {
-        st->null_values++;
-        host->metric_add(ctx, "null_values", 1);
-        return KS_OK;
-    }
-    if (rec->key_len > STORE_KEY_MAX) {
-        if (st->big_keys++ % LOG_EVERY == 0)
-            host->log(ctx, KS_LOG_WARN,
-                      "count: key of %zu bytes is over the store's %d-byte "
-                      "limit (%s[%d]@%lld); %llu so far",
-                      rec->key_len, STORE_KEY_MAX,
-                      rec->topic ? rec->topic : "-", (int)rec->partition,
-                      (long long)rec->offset, (unsigned long long)st->big_keys);
-        return KS_SKIP;
-    }
+    if (st->win)
+        return ks_win_process(st->win, rec);
 
     ks_bytes key = {rec->key, rec->key_len};
     ks_bytes old;
@@ -122,14 +126,14 @@ static ks_verdict count_process(ks_ctx *ctx, void *state, const ks_record *rec)
         }
         count = ks_int64_decode(old.data);
     } else if (rc != KS_ERR_NOT_FOUND) {
-        return store_failed(ctx, "get", rc);
+        return ks_keyed_store_failed(&st->keyed, ctx, "get", rc);
     }
 
     unsigned char value[8];
     ks_int64_encode(count + 1, value);
     rc = host->store_put(st->store, key, (ks_bytes){value, sizeof value});
     if (rc != 0)
-        return store_failed(ctx, "put", rc);
+        return ks_keyed_store_failed(&st->keyed, ctx, "put", rc);
 
     ks_record out = *rec; /* same key, timestamp and headers */
     out.value = value;
@@ -140,16 +144,21 @@ static ks_verdict count_process(ks_ctx *ctx, void *state, const ks_record *rec)
 static void count_close(ks_ctx *ctx, void *state)
 {
     (void)ctx;
-    free(state);
+    count_state *st = state;
+    if (st)
+        ks_win_free(st->win);
+    free(st);
 }
+
+static const ks_config_field count_config[] = {KS_WIN_CONFIG_FIELDS};
 
 static const ks_processor_type count_type = {
     .struct_size = sizeof(ks_processor_type),
     .name = "count",
     .description = "counts records per key in a store; forwards (key, int64 count)",
     .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED,
-    .config = NULL,
-    .config_count = 0,
+    .config = count_config,
+    .config_count = sizeof count_config / sizeof count_config[0],
     .state_version = 1,
     .init = count_init,
     .process = count_process,

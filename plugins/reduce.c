@@ -18,24 +18,45 @@
  *
  * State format (state_version 1): store key = record key, store value = the
  * accumulated value.
+ *
+ * With `window:` the result is per key and window (window.c,
+ * docs/windows.md); sessions merge with the reducer itself:
+ * merged = reduce(key, earlier, later).
  */
 #include <kstreams/kstreams.h>
 
 #include <stdlib.h>
 
+#include "keyed.h"
+#include "window.h"
+
 /* Saved by the entry point; valid while the plugin is loaded. */
 static const ks_host_api *host;
-
-#define STORE_KEY_MAX 500
-#define LOG_EVERY 1000
 
 typedef struct reduce_state {
     ks_store *store;
     ks_reducer_fn reduce;
     ks_buf *result; /* the reducer's output; reused for every record */
-    uint64_t null_keys;
-    uint64_t big_keys;
+    ks_keyed keyed; /* record checks, store failures (keyed.h) */
+    ks_win *win; /* NULL: not windowed */
 } reduce_state;
+
+/* Windowed reduce: a window's first value is its accumulator as is. */
+static ks_verdict win_add(void *arg, ks_bytes key, const ks_bytes *agg, ks_bytes value,
+                          ks_buf *out)
+{
+    reduce_state *st = arg;
+    if (!agg)
+        return host->buf_set(out, value.data, value.len) == 0 ? KS_OK : KS_RETRY;
+    return st->reduce(host, key, *agg, value, out);
+}
+
+/* Merged sessions: the reducer combines the earlier and the later result. */
+static ks_verdict win_merge(void *arg, ks_bytes key, ks_bytes a, ks_bytes b, ks_buf *out)
+{
+    reduce_state *st = arg;
+    return st->reduce(host, key, a, b, out);
+}
 
 static void reduce_close(ks_ctx *ctx, void *state)
 {
@@ -43,6 +64,7 @@ static void reduce_close(ks_ctx *ctx, void *state)
     reduce_state *st = state;
     if (!st)
         return;
+    ks_win_free(st->win);
     host->buf_free(st->result);
     free(st);
 }
@@ -54,6 +76,7 @@ static ks_verdict reduce_init(ks_ctx *ctx, void **state)
         host->log(ctx, KS_LOG_ERROR, "reduce: out of memory");
         return KS_FATAL;
     }
+    ks_keyed_init(&st->keyed, host, "reduce");
     void (*fn)(void) = NULL;
     int rc = host->store(ctx, NULL, &st->store);
     if (rc != 0) {
@@ -83,6 +106,9 @@ static ks_verdict reduce_init(ks_ctx *ctx, void **state)
         host->log(ctx, KS_LOG_ERROR, "reduce: out of memory");
         goto fail;
     }
+    const ks_win_ops ops = {st, win_add, win_merge};
+    if (ks_win_open(host, ctx, "reduce", st->store, &ops, &st->win) != 0)
+        goto fail;
     *state = st;
     return KS_OK;
 fail:
@@ -90,47 +116,16 @@ fail:
     return KS_FATAL;
 }
 
-static ks_verdict store_failed(ks_ctx *ctx, const char *what, int rc)
-{
-    if (rc == KS_ERR_STORE_FULL) {
-        host->log(ctx, KS_LOG_ERROR,
-                  "reduce: the store of node '%s' is full; raise `map_size` of "
-                  "that store under `stores:` in the pipeline YAML",
-                  host->node_name(ctx));
-        return KS_FATAL;
-    }
-    host->log(ctx, KS_LOG_WARN, "reduce: store %s failed (error %d); retrying",
-              what, rc);
-    return KS_RETRY;
-}
-
 static ks_verdict reduce_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     reduce_state *st = state;
 
-    if (!rec->key || rec->key_len == 0) {
-        if (st->null_keys++ % LOG_EVERY == 0)
-            host->log(ctx, KS_LOG_WARN,
-                      "reduce: dropped a record without a key (%s[%d]@%lld); "
-                      "%llu so far",
-                      rec->topic ? rec->topic : "-", (int)rec->partition,
-                      (long long)rec->offset, (unsigned long long)st->null_keys);
-        host->metric_add(ctx, "null_keys", 1);
-        return KS_OK;
-    }
-    if (!rec->value) {
-        host->metric_add(ctx, "null_values", 1);
-        return KS_OK;
-    }
-    if (rec->key_len > STORE_KEY_MAX) {
-        if (st->big_keys++ % LOG_EVERY == 0)
-            host->log(ctx, KS_LOG_WARN,
-                      "reduce: key of %zu bytes is over the store's %d-byte "
-                      "limit (%s[%d]@%lld)",
-                      rec->key_len, STORE_KEY_MAX, rec->topic ? rec->topic : "-",
-                      (int)rec->partition, (long long)rec->offset);
-        return KS_SKIP;
-    }
+    ks_verdict verdict;
+    if (ks_keyed_check(&st->keyed, ctx, rec, &verdict))
+        return verdict; /* no key, a tombstone or a key over the limit */
+
+    if (st->win)
+        return ks_win_process(st->win, rec);
 
     ks_bytes key = {rec->key, rec->key_len};
     ks_bytes value = {rec->value, rec->value_len};
@@ -145,13 +140,13 @@ static ks_verdict reduce_process(ks_ctx *ctx, void *state, const ks_record *rec)
         if (!value.data)
             value.data = ""; /* empty result, not a tombstone */
     } else if (rc != KS_ERR_NOT_FOUND) {
-        return store_failed(ctx, "get", rc);
+        return ks_keyed_store_failed(&st->keyed, ctx, "get", rc);
     }
     /* else: the first value of the key is the accumulator as is */
 
     rc = host->store_put(st->store, key, value);
     if (rc != 0)
-        return store_failed(ctx, "put", rc);
+        return ks_keyed_store_failed(&st->keyed, ctx, "put", rc);
 
     ks_record out = *rec; /* same key, timestamp and headers */
     out.value = value.data;
@@ -159,14 +154,16 @@ static ks_verdict reduce_process(ks_ctx *ctx, void *state, const ks_record *rec)
     return host->forward(ctx, &out) == 0 ? KS_OK : KS_RETRY;
 }
 
+static const ks_config_field reduce_config[] = {KS_WIN_CONFIG_FIELDS};
+
 static const ks_processor_type reduce_type = {
     .struct_size = sizeof(ks_processor_type),
     .name = "reduce",
     .description = "combines values per key with a named reducer; forwards "
                    "(key, result)",
     .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED | KS_PROC_NEEDS_FUNCTIONS,
-    .config = NULL,
-    .config_count = 0,
+    .config = reduce_config,
+    .config_count = sizeof reduce_config / sizeof reduce_config[0],
     .state_version = 1,
     .init = reduce_init,
     .process = reduce_process,

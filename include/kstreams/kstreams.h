@@ -30,6 +30,8 @@
  *
  * ABI changelog
  *  1.0  first version.
+ *  1.1  ks_host_api.application_id (the application id = the consumer group;
+ *       the mailbox's idempotency ledger keys on it).
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -42,7 +44,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 0
+#define KS_ABI_MINOR 1
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -404,6 +406,13 @@ struct ks_host_api {
     /* Add `delta` to the counter `name` ([a-z0-9_]+) of this node/task;
      * exported as kstreams_plugin_<name>_total. */
     int (*metric_add)(ks_ctx *ctx, const char *name, double delta);
+
+    /* --- 1.1 ----------------------------------------------------------- */
+
+    /* The pipeline's `application:` id, which is also the Kafka consumer
+     * group of its sources. Borrowed for the ctx's lifetime; NULL for a
+     * bad ctx. Any phase. */
+    const char *(*application_id)(ks_ctx *ctx);
 };
 
 /* True when the host table has `member` (for members after 1.0). */

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kstreams/kstreams.h"
+
 #ifndef KS_TEST_BUILDDIR
 #define KS_TEST_BUILDDIR "."
 #endif
@@ -245,6 +247,41 @@ void it_msgs_free(it_msgs *m)
     }
     free(m->items);
     memset(m, 0, sizeof *m);
+}
+
+void it_check_count_sequences(const it_msgs *out, const long *want, int keys,
+                              const char *key_fmt, long *gaps, long *repeats,
+                              long *foreign, int *wrong_keys)
+{
+    long *last = calloc((size_t)keys, sizeof *last); /* last value in sequence */
+    if (!last) {
+        fprintf(stderr, "it_check_count_sequences: out of memory\n");
+        abort();
+    }
+    *gaps = *repeats = *foreign = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        const it_msg *m = &out->items[i];
+        int k = -1;
+        if (!m->key || sscanf(m->key, key_fmt, &k) != 1)
+            k = -1;
+        if (k < 0 || k >= keys || m->value_len != 8) {
+            (*foreign)++;
+            continue;
+        }
+        long c = (long)ks_int64_decode(m->value);
+        if (c == last[k] + 1)
+            last[k] = c;
+        else if (c <= last[k])
+            (*repeats)++;
+        else {
+            (*gaps)++;
+            last[k] = c;
+        }
+    }
+    *wrong_keys = 0;
+    for (int k = 0; k < keys; k++)
+        *wrong_keys += last[k] != want[k];
+    free(last);
 }
 
 int it_write_file(const char *path, const char *fmt, ...)

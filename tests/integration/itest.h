@@ -43,6 +43,19 @@ int it_produce(const char *topic, int n, it_make_fn make, void *arg);
 int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msgs *out);
 void it_msgs_free(it_msgs *m);
 
+/* Check the outputs of a count: per key, the int64 values must be exactly
+ * 1..want[k]. A key is "<prefix><k>" read with sscanf(key, key_fmt, &k)
+ * (key_fmt has one %d, e.g. "k%d"), 0 <= k < keys. Counts into the four
+ * outputs: *foreign, outputs with no such key or a value that is not 8
+ * bytes; per key, *repeats, values not above the last one in sequence;
+ * *gaps, values past the next one (the sequence goes on from there);
+ * *wrong_keys, keys whose last value in sequence is not want[k]. All zero
+ * when every key's outputs are exactly 1..want[k], in order. Asserts
+ * nothing: the caller does. */
+void it_check_count_sequences(const it_msgs *out, const long *want, int keys,
+                              const char *key_fmt, long *gaps, long *repeats,
+                              long *foreign, int *wrong_keys);
+
 /* Write a file from a format. 0 or -1. */
 int it_write_file(const char *path, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

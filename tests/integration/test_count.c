@@ -74,31 +74,10 @@ static int check_sequences(const char *phase)
 {
     it_msgs out = {0};
     it_consume(out_topic, (size_t)produced, 2000, 180000, &out);
-    static long last[KEYS];
-    memset(last, 0, sizeof last);
-    long gaps = 0, repeats = 0, foreign = 0;
-    for (size_t i = 0; i < out.count; i++) {
-        const it_msg *m = &out.items[i];
-        int k = -1;
-        if (m->key && sscanf(m->key, "user-%d", &k) != 1)
-            k = -1;
-        if (k < 0 || k >= KEYS || m->value_len != 8) {
-            foreign++;
-            continue;
-        }
-        long c = (long)ks_int64_decode(m->value);
-        if (c == last[k] + 1)
-            last[k] = c;
-        else if (c <= last[k])
-            repeats++;
-        else {
-            gaps++;
-            last[k] = c;
-        }
-    }
-    int wrong_keys = 0;
-    for (int k = 0; k < KEYS; k++)
-        wrong_keys += last[k] != expected_count[k];
+    long gaps, repeats, foreign;
+    int wrong_keys;
+    it_check_count_sequences(&out, expected_count, KEYS, "user-%d", &gaps, &repeats,
+                             &foreign, &wrong_keys);
     printf("\n  [%s] %zu outputs for %ld inputs: %ld gaps, %ld repeats, %ld foreign, "
            "%d keys with a wrong final count\n",
            phase, out.count, produced, gaps, repeats, foreign, wrong_keys);

@@ -67,24 +67,13 @@ static void run_pipeline(const char *name, const char *guarantee, const char *no
 /* Per key, int64 outputs must be exactly 1..n (counts). */
 static void check_counts(const it_msgs *m)
 {
-    long last[KEYS] = {0}, want[KEYS] = {0};
-    long bad = 0;
+    long want[KEYS] = {0};
     for (int i = 0; i < N; i++)
         want[(i * 37) % KEYS]++;
-    for (size_t i = 0; i < m->count; i++) {
-        int k = key_index(&m->items[i]);
-        if (k < 0 || m->items[i].value_len != 8) {
-            bad++;
-            continue;
-        }
-        long c = (long)ks_int64_decode(m->items[i].value);
-        if (c != last[k] + 1)
-            bad++;
-        last[k] = c;
-    }
-    int wrong = 0;
-    for (int k = 0; k < KEYS; k++)
-        wrong += last[k] != want[k];
+    long gaps, repeats, foreign;
+    int wrong;
+    it_check_count_sequences(m, want, KEYS, "k%d", &gaps, &repeats, &foreign, &wrong);
+    long bad = gaps + repeats + foreign;
     printf("\n  %zu count outputs for %d inputs: %ld out of sequence, %d keys wrong\n",
            m->count, N, bad, wrong);
     CU_ASSERT_EQUAL(m->count, (size_t)N);

@@ -60,7 +60,7 @@ static void setup(run *r, const char *policy)
 /* Counts per key must be 1..n over the good records only. */
 static void check_good_counts(const run *r)
 {
-    long want[KEYS] = {0}, last[KEYS] = {0}, bad = 0;
+    long want[KEYS] = {0};
     size_t good = 0;
     for (int i = 0; i < N; i++)
         if (!is_poison(i)) {
@@ -69,20 +69,10 @@ static void check_good_counts(const run *r)
         }
     it_msgs out = {0};
     it_consume(r->out, good, 2000, 120000, &out);
-    for (size_t i = 0; i < out.count; i++) {
-        int k = -1;
-        if (!out.items[i].key || sscanf(out.items[i].key, "k%d", &k) != 1 || k < 0 ||
-            k >= KEYS || out.items[i].value_len != 8) {
-            bad++;
-            continue;
-        }
-        long c = (long)ks_int64_decode(out.items[i].value);
-        bad += c != last[k] + 1;
-        last[k] = c;
-    }
-    int wrong = 0;
-    for (int k = 0; k < KEYS; k++)
-        wrong += last[k] != want[k];
+    long gaps, repeats, foreign;
+    int wrong;
+    it_check_count_sequences(&out, want, KEYS, "k%d", &gaps, &repeats, &foreign, &wrong);
+    long bad = gaps + repeats + foreign;
     printf("\n  %zu outputs for %zu good records: %ld out of sequence, %d keys wrong\n",
            out.count, good, bad, wrong);
     CU_ASSERT_EQUAL(out.count, good);

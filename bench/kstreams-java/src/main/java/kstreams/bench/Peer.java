@@ -1,0 +1,119 @@
+package kstreams.bench;
+
+import java.time.Duration;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.processor.StateRestoreListener;
+
+/**
+ * The Kafka Streams side of bench/run.sh: the same topologies as the
+ * kstreams pipelines it is compared with.
+ *
+ *   count   stream(input).groupByKey().count().toStream().to(output)
+ *           key: string, value: int64 (LongSerializer: 8 bytes big-endian,
+ *           the same bytes kstreams' count writes)
+ *   window  stream(input).groupByKey()
+ *             .windowedBy(TimeWindows.ofSizeAndGrace(size, grace)).count()
+ *             .toStream().map(key@start -> key, count).to(output)
+ *
+ * Settings that matter for the comparison: processing.guarantee as given
+ * (exactly_once_v2 or at_least_once), commit.interval.ms as given (100 in
+ * the benchmark), one stream thread, default RocksDB stores and the default
+ * record cache. Everything else is Kafka Streams' default.
+ *
+ * usage: Peer count|window BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
+ *             COMMIT_MS [WINDOW_MS GRACE_MS]
+ * Prints one "restored store S partition P: N records replayed; since the
+ * first restore began: X s" line per restored partition (a StateRestoreListener) and
+ * "state RUNNING" when the instance runs. Stops on SIGTERM.
+ */
+public final class Peer {
+    public static void main(String[] args) throws Exception {
+        if (args.length < 8) {
+            System.err.println("usage: Peer count|window BOOTSTRAP APP_ID INPUT OUTPUT eos|alo "
+                               + "STATE_DIR COMMIT_MS [WINDOW_MS GRACE_MS]");
+            System.exit(64);
+        }
+        String mode = args[0];
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[2]);
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[1]);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG,
+              args[5].equals("eos") ? StreamsConfig.EXACTLY_ONCE_V2 : StreamsConfig.AT_LEAST_ONCE);
+        p.put(StreamsConfig.STATE_DIR_CONFIG, args[6]);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Integer.parseInt(args[7]));
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+        p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        /* the same producer batching the kstreams engine uses (linger 5 ms) */
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
+
+        StreamsBuilder b = new StreamsBuilder();
+        KStream<String, byte[]> in =
+            b.stream(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
+        if (mode.equals("count")) {
+            in.groupByKey().count().toStream()
+              .to(args[4], Produced.with(Serdes.String(), Serdes.Long()));
+        } else if (mode.equals("window")) {
+            long size = args.length > 8 ? Long.parseLong(args[8]) : 60000;
+            long grace = args.length > 9 ? Long.parseLong(args[9]) : 0;
+            in.groupByKey()
+              .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(size), Duration.ofMillis(grace)))
+              .count().toStream()
+              .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
+              .to(args[4], Produced.with(Serdes.String(), Serdes.Long()));
+        } else {
+            System.err.println("unknown mode " + mode);
+            System.exit(64);
+        }
+
+        KafkaStreams ks = new KafkaStreams(b.build(), p);
+        ks.setGlobalStateRestoreListener(new StateRestoreListener() {
+            /* partitions restore interleaved: time from the first start */
+            private long started = -1;
+            @Override
+            public synchronized void onRestoreStart(TopicPartition tp, String store, long start,
+                                                    long end) {
+                if (started < 0)
+                    started = System.nanoTime();
+            }
+            @Override
+            public void onBatchRestored(TopicPartition tp, String store, long end, long n) {
+            }
+            @Override
+            public synchronized void onRestoreEnd(TopicPartition tp, String store, long n) {
+                double s = (System.nanoTime() - started) / 1e9;
+                System.out.printf("restored store %s partition %d: %d records replayed; since the first restore began: %.3f s%n",
+                                  store, tp.partition(), n, s);
+            }
+        });
+        CountDownLatch done = new CountDownLatch(1);
+        ks.setStateListener((now, before) -> {
+            System.out.println("state " + now);
+            if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING)
+                done.countDown();
+        });
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            ks.close(Duration.ofSeconds(30));
+            done.countDown();
+        }));
+        ks.start();
+        done.await();
+        if (ks.state() == KafkaStreams.State.ERROR)
+            System.exit(1);
+    }
+}

@@ -1,0 +1,470 @@
+#!/usr/bin/env bash
+# bench/run.sh - the kstreams benchmark: kstreams vs Kafka Streams 4.1.1 vs a
+# plain librdkafka loop (the ceiling), on one local broker, in one command.
+#
+#   bench/run.sh [--quick] [--only "stateless count window restore swap"]
+#                [--no-java] [--keep-broker] [--chart FILE]
+#
+# Prints one table (also written to $BENCH_BUILD/bench-out/table.md) and
+# draws docs/performance.png (throughput per scenario). docs/performance.md
+# explains the figures.
+#
+# For each scenario and guarantee (exactly-once, at-least-once) and each
+# system (kstreams, Kafka Streams, ceiling; for count exactly-once also
+# "ceiling2", the ceiling writing two records per input like count does):
+#   1. bench/loadgen writes RECORDS records (KEYS keys, VALUE_BYTES bytes,
+#      Zipf SKEW) to a fresh input topic of PARTITIONS partitions;
+#   2. the stream processor starts; bench/measure polls its consumer group's
+#      committed offsets until the lag is 0 (under exactly-once the offsets
+#      commit with the outputs), then reads utime+stime and VmHWM of the
+#      process: records/s = RECORDS / (start -> lag 0), CPU s per 1M records,
+#      peak RSS;
+#   3. with the processor still running and caught up, a steady
+#      LATENCY_RATE records/s for LATENCY_SECONDS (keys that carry their send
+#      time, loadgen -L; the first second is warm-up and not counted);
+#      bench/measure reads the outputs read_committed: latency = arrival -
+#      send time of the input the output came from: p50, p99;
+#   4. SIGTERM.
+# Restore: a second kstreams (and Kafka Streams) process of the count
+# exactly-once application with an empty state directory replays the
+# changelog the first one wrote; the rate comes from their restore logs.
+#
+# Environment (defaults): BENCH_BUILD (<repo>/build-bench),
+# BENCH_KAFKA_PORT (9992), BENCH_RECORDS (1000000), BENCH_KEYS (100000),
+# BENCH_VALUE_BYTES (100), BENCH_SKEW (0), BENCH_PARTITIONS (4),
+# BENCH_COMMIT_MS (100), BENCH_LATENCY_RATE (5000), BENCH_LATENCY_SECONDS (5),
+# BENCH_JAVA_OPTS (none: the JVM's defaults), BENCH_TIMEOUT (300 s per run).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${BENCH_BUILD:-$ROOT/build-bench}
+PORT=${BENCH_KAFKA_PORT:-9992}
+RECORDS=${BENCH_RECORDS:-1000000}
+KEYS=${BENCH_KEYS:-100000}
+VALUE_BYTES=${BENCH_VALUE_BYTES:-100}
+SKEW=${BENCH_SKEW:-0}
+PARTITIONS=${BENCH_PARTITIONS:-4}
+COMMIT_MS=${BENCH_COMMIT_MS:-100}
+LAT_RATE=${BENCH_LATENCY_RATE:-5000}
+LAT_SECONDS=${BENCH_LATENCY_SECONDS:-5}
+LAT_WARMUP_MS=1000
+TIMEOUT=${BENCH_TIMEOUT:-300}
+JAVA_OPTS=${BENCH_JAVA_OPTS:-}
+WINDOW_SIZE_MS=60000
+WINDOW_GRACE_MS=10000
+WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
+CHART=$ROOT/docs/performance.png
+ONLY="stateless count window restore swap"
+JAVA=1
+KEEP_BROKER=0
+
+while (($#)); do
+	case $1 in
+	--quick) RECORDS=100000 LAT_SECONDS=3 ;;
+	--only) ONLY=$2; shift ;;
+	--no-java) JAVA=0 ;;
+	--keep-broker) KEEP_BROKER=1 ;;
+	--chart) CHART=$2; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "run.sh: unknown option $1" >&2; exit 64 ;;
+	esac
+	shift
+done
+
+B=127.0.0.1:$PORT
+OUT=$BUILD/bench-out
+TOOLS=$BUILD/bench
+KSTREAMS=$BUILD/engine/kstreams
+JAR_DIR=$BUILD/kstreams-java
+RUN=$(date +%H%M%S)
+RESULTS=$OUT/results.tsv
+STARTED_BROKER=0
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+
+# ---- build --------------------------------------------------------------------
+
+build() {
+	if [[ ! -x $KSTREAMS || ! -f $BUILD/plugins/.libs/count.so ]]; then
+		log "building kstreams in $BUILD"
+		mkdir -p "$BUILD"
+		[[ -x $ROOT/configure ]] || (cd "$ROOT" && autoreconf -fi >/dev/null 2>&1)
+		[[ -f $BUILD/Makefile ]] || (cd "$BUILD" && "$ROOT/configure" -q)
+		make -C "$BUILD" -j2 >"$OUT/build.log" 2>&1 || die "build failed: $OUT/build.log"
+	fi
+	make -s -C "$ROOT/bench" OUT="$TOOLS" >"$OUT/tools-build.log" 2>&1 ||
+		die "bench tools: $(cat "$OUT/tools-build.log")"
+	if ((JAVA)) && { ! command -v java || ! command -v mvn; } >/dev/null; then
+		log "no java or mvn: running without the Kafka Streams peer"
+		JAVA=0
+	fi
+	if ((JAVA)); then
+		local jar=$JAR_DIR/kstreams-bench-peer-1.jar
+		if [[ ! -f $jar || -n $(find "$ROOT/bench/kstreams-java" -newer "$jar" -type f) ]]; then
+			log "building the Kafka Streams peer (mvn package)"
+			mkdir -p "$JAR_DIR"
+			if ! (cd "$ROOT/bench/kstreams-java" && mvn -q -B package -Dbench.out="$JAR_DIR") \
+				>"$JAR_DIR/mvn.log" 2>&1; then
+				log "maven failed ($JAR_DIR/mvn.log): running without the Kafka Streams peer"
+				JAVA=0
+			fi
+		fi
+	fi
+}
+
+# ---- broker -------------------------------------------------------------------
+
+broker_start() {
+	if KAFKA_PORT=$PORT "$ROOT/scripts/kafka.sh" status >/dev/null 2>&1; then
+		log "using the broker already on $B"
+		return
+	fi
+	KAFKA_PORT=$PORT "$ROOT/scripts/kafka.sh" start >&2
+	STARTED_BROKER=1
+}
+
+cleanup() {
+	local pid
+	for pid in $(jobs -p); do kill -TERM "$pid" 2>/dev/null || true; done
+	if ((STARTED_BROKER && !KEEP_BROKER)); then
+		KAFKA_PORT=$PORT "$ROOT/scripts/kafka.sh" stop >&2 || true
+	fi
+}
+
+# ---- pipelines ----------------------------------------------------------------
+
+# kstreams_yaml FILE APP GUARANTEE SCENARIO INPUT OUTPUT STATE_DIR
+kstreams_yaml() {
+	local file=$1 app=$2 guarantee=$3 scenario=$4 in=$5 out=$6 state=$7
+	cat >"$file" <<EOF
+application: $app
+kafka:
+  bootstrap: [$B]
+guarantee: $guarantee
+commit_interval_ms: $COMMIT_MS
+state_dir: $state
+plugin_path: [$BUILD/plugins/.libs, $BUILD/examples/orders/.libs]
+EOF
+	case $scenario in
+	stateless)
+		cat >>"$file" <<EOF
+sources:
+  orders: { topic: $in, key: string, value: json }
+nodes:
+  - name: route
+    type: orders.route
+    from: orders
+    config: { drop_kind: test }
+sinks:
+  - { name: purchases, from: route, topic: $out-purchases, key: string, value: json }
+  - { name: refunds, from: route, topic: $out-refunds, key: string, value: json }
+EOF
+		;;
+	count | window)
+		cat >>"$file" <<EOF
+stores:
+  counts: { map_size: 4GiB }
+sources:
+  in: { topic: $in, key: string, value: bytes }
+nodes:
+  - name: per_key
+    type: count
+    from: in
+    store: counts
+EOF
+		[[ $scenario == window ]] && cat >>"$file" <<EOF
+    window: { kind: tumbling, size: ${WINDOW_SIZE_MS}ms, grace: ${WINDOW_GRACE_MS}ms, emit: update }
+EOF
+		cat >>"$file" <<EOF
+sinks:
+  - { from: per_key, topic: $out, key: string, value: int64 }
+EOF
+		;;
+	esac
+}
+
+out_topics() { # scenario base
+	if [[ $1 == stateless ]]; then echo "$2-purchases,$2-refunds"; else echo "$2"; fi
+}
+
+# ---- one run ------------------------------------------------------------------
+
+# stop_pid PID: SIGTERM, then SIGKILL after 30 s
+stop_pid() {
+	local pid=$1 i
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+# run_one SCENARIO GUARANTEE(eos|alo) SYSTEM(kstreams|java|ceiling|ceiling2)
+run_one() {
+	local scenario=$1 g=$2 system=$3
+	local id=$RUN-$scenario-$g-$system
+	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
+	local guarantee=exactly-once fmt=bytes spread=0
+	[[ $g == alo ]] && guarantee=at-least-once
+	[[ $scenario == stateless ]] && fmt=orders
+	[[ $scenario == window ]] && spread=$WINDOW_SPREAD_MS
+	mkdir -p "$dir"
+	local outs t
+	outs=$(out_topics "$scenario" "$out")
+
+	log "$scenario $g $system: writing $RECORDS records to $in"
+	"$TOOLS/loadgen" -q -b "$B" -t "$in" -p "$PARTITIONS" -n "$RECORDS" -k "$KEYS" \
+		-s "$VALUE_BYTES" -z "$SKEW" -f "$fmt" -w "$spread" || die "loadgen failed"
+	for t in ${outs//,/ }; do "$TOOLS/measure" create -b "$B" "$t" "$PARTITIONS"; done
+
+	local t0 pid cmd=()
+	case $system in
+	kstreams)
+		kstreams_yaml "$dir/pipeline.yaml" "$app" "$guarantee" "$scenario" "$in" "$out" "$dir/state"
+		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
+		;;
+	java)
+		local mode=count
+		[[ $scenario == window ]] && mode=window
+		# shellcheck disable=SC2206
+		cmd=(java $JAVA_OPTS -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+			-cp "$JAR_DIR/kstreams-bench-peer-1.jar:$JAR_DIR/lib/*" kstreams.bench.Peer
+			"$mode" "$B" "$app" "$in" "$out" "$g" "$dir/state" "$COMMIT_MS"
+			"$WINDOW_SIZE_MS" "$WINDOW_GRACE_MS")
+		;;
+	ceiling | ceiling2)
+		local flag=-e
+		[[ $g == alo ]] && flag=-a
+		cmd=("$TOOLS/ceiling" -b "$B" -g "$app" -i "$in" -o "$out" "$flag" -c "$COMMIT_MS")
+		if [[ $system == ceiling2 ]]; then # plus a changelog-like write per record
+			"$TOOLS/measure" create -b "$B" "$out-2" "$PARTITIONS"
+			cmd+=(-l "$out-2")
+		fi
+		;;
+	esac
+	echo "${cmd[*]}" >"$dir/command"
+	t0=$(date +%s%N)
+	"${cmd[@]}" >"$dir/process.log" 2>&1 &
+	pid=$!
+	local res
+	if ! res=$("$TOOLS/measure" wait -b "$B" -g "$app" -t "$in" -p "$pid" -0 "$t0" -T "$TIMEOUT"); then
+		stop_pid "$pid"
+		log "$scenario $g $system FAILED; last lines of $dir/process.log:"
+		tail -n 20 "$dir/process.log" >&2
+		printf '%s\t%s\t%s\tfailed\n' "$scenario" "$g" "$system" >>"$RESULTS"
+		return 0
+	fi
+	log "$scenario $g $system: $res"
+
+	# latency: steady input while the processor is caught up
+	local lat ready=$dir/latency.ready lpid n=$((LAT_RATE * LAT_SECONDS))
+	rm -f "$ready"
+	"$TOOLS/measure" latency -b "$B" -t "$outs" -r "$ready" -w "$LAT_WARMUP_MS" -i 2000 -T 120 \
+		>"$dir/latency.out" 2>"$dir/latency.err" &
+	lpid=$!
+	for ((t = 0; t < 300; t++)); do
+		[[ -e $ready ]] && break
+		sleep 0.05
+	done
+	"$TOOLS/loadgen" -q -b "$B" -t "$in" -n "$n" -k "$KEYS" -s "$VALUE_BYTES" -z "$SKEW" \
+		-f "$fmt" -r "$LAT_RATE" -S 2 -L || log "latency loadgen failed"
+	wait "$lpid" || true
+	lat=$(cat "$dir/latency.out")
+	log "$scenario $g $system: $lat"
+	stop_pid "$pid"
+
+	printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$g" \
+		"$system" "$(field records "$res")" "$(field wall_s "$res")" "$(field first_s "$res")" \
+		"$(field cpu_s "$res")" "$(field rss_kb "$res")" "$(field n "$lat")" \
+		"$(field p50_ms "$lat")" "$(field p99_ms "$lat")" "$(field max_ms "$lat")" \
+		"$(field gap_ms "$lat")" >>"$RESULTS"
+}
+
+# ---- restore ------------------------------------------------------------------
+
+# restore SYSTEM: replay the changelog of the count exactly-once run into an
+# empty state directory.
+restore() {
+	local system=$1
+	local src=$RUN-count-eos-$system
+	local dir=$OUT/$RUN-restore-$system
+	[[ -d $OUT/$src ]] || return 0
+	mkdir -p "$dir"
+	local app=bench-$src in=bench-$src-in out=bench-$src-out pid i
+	case $system in
+	kstreams)
+		sed "s|^state_dir: .*|state_dir: $dir/state|" "$OUT/$src/pipeline.yaml" >"$dir/pipeline.yaml"
+		"$KSTREAMS" run "$dir/pipeline.yaml" --instance bench-restore >"$dir/process.log" 2>&1 &
+		;;
+	java)
+		# shellcheck disable=SC2086
+		java $JAVA_OPTS -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+			-cp "$JAR_DIR/kstreams-bench-peer-1.jar:$JAR_DIR/lib/*" kstreams.bench.Peer \
+			count "$B" "$app" "$in" "$out" eos "$dir/state" "$COMMIT_MS" >"$dir/process.log" 2>&1 &
+		;;
+	esac
+	pid=$!
+	log "restore $system: replaying the changelog of $app into $dir/state"
+	for ((i = 0; i < TIMEOUT * 10; i++)); do
+		if [[ $system == kstreams ]]; then
+			(($(grep -c "task [0-9]* started" "$dir/process.log" || true) >= PARTITIONS)) && break
+		else
+			grep -q "state RUNNING" "$dir/process.log" && break
+		fi
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	stop_pid "$pid"
+	# kstreams restores partitions one after another: records / sum of
+	# times. Kafka Streams restores them together and prints the time since
+	# the first began: records / the largest time.
+	local agg
+	agg=$(awk -v sys="$system" '/restored store .* records replayed/ {
+		  for (i = 1; i < NF; i++) if ($i == "records") n += $(i - 1)
+		  t = ($NF == "s") ? $(NF - 1) : 0
+		  if (sys == "kstreams") s += t; else if (t > s) s = t }
+		END { printf "%d %.3f", n, s }' "$dir/process.log")
+	log "restore $system: $agg (records, seconds)"
+	printf 'restore\teos\t%s\tok\t%s\t%s\n' "$system" ${agg% *} ${agg#* } >>"$RESULTS"
+}
+
+# ---- hot swap -------------------------------------------------------------------
+
+# swap: the count exactly-once pipeline with its count plugin built into a
+# private directory; under a steady LATENCY_RATE stream, a second build of
+# the same source (another build id) is renamed over the first and
+# `kstreams reload` swaps it in. The latency reader's longest gap between
+# two committed outputs, next to the same figure of the count run without a
+# swap, is the pause.
+swap() {
+	local id=$RUN-swap-eos-kstreams
+	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
+	local plug=$dir/plugins src=("$ROOT/plugins/count.c") b
+	mkdir -p "$plug"
+	[[ -f $ROOT/plugins/window.c ]] && src+=("$ROOT/plugins/window.c")
+	for b in 1 2; do
+		cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic -I"$ROOT/include" \
+			-DKS_BUILD_ID="\"bench-swap-$RUN-$b\"" -o "$plug/count-$b.so" "${src[@]}" ||
+			{ log "swap: cannot build the count plugin"; return 0; }
+	done
+	cp "$plug/count-1.so" "$plug/count.so"
+	kstreams_yaml "$dir/pipeline.yaml" "$app" exactly-once count "$in" "$out" "$dir/state"
+	sed -i "s|^plugin_path: .*|plugins: [$plug/count.so]|" "$dir/pipeline.yaml"
+	"$TOOLS/loadgen" -q -b "$B" -t "$in" -p "$PARTITIONS" -n 10000 -k "$KEYS" -s "$VALUE_BYTES" ||
+		die "loadgen failed"
+	"$TOOLS/measure" create -b "$B" "$out" "$PARTITIONS"
+	local t0 pid lpid gpid ready=$dir/latency.ready n=$((LAT_RATE * (LAT_SECONDS + 4))) t
+	t0=$(date +%s%N)
+	"$KSTREAMS" run "$dir/pipeline.yaml" --instance bench >"$dir/process.log" 2>&1 &
+	pid=$!
+	if ! "$TOOLS/measure" wait -b "$B" -g "$app" -t "$in" -p "$pid" -0 "$t0" -T "$TIMEOUT" >/dev/null; then
+		stop_pid "$pid"
+		printf 'swap\teos\tkstreams\tfailed\n' >>"$RESULTS"
+		return 0
+	fi
+	"$TOOLS/measure" latency -b "$B" -t "$out" -r "$ready" -w "$LAT_WARMUP_MS" -i 2000 -T 120 \
+		>"$dir/latency.out" 2>"$dir/latency.err" &
+	lpid=$!
+	for ((t = 0; t < 300; t++)); do
+		[[ -e $ready ]] && break
+		sleep 0.05
+	done
+	"$TOOLS/loadgen" -q -b "$B" -t "$in" -n "$n" -k "$KEYS" -s "$VALUE_BYTES" -r "$LAT_RATE" -S 3 -L &
+	gpid=$!
+	sleep 4
+	log "swap: installing build 2 of the count plugin and reloading"
+	cp "$plug/count-2.so" "$plug/count.so.tmp" && mv "$plug/count.so.tmp" "$plug/count.so"
+	"$KSTREAMS" reload "$dir/pipeline.yaml" >"$dir/reload.out" 2>&1 || log "swap: reload: $(tail -n 1 "$dir/reload.out")"
+	wait "$gpid" || true
+	wait "$lpid" || true
+	stop_pid "$pid"
+	local lat swapped
+	lat=$(cat "$dir/latency.out")
+	swapped=$(grep -c "swapped to build bench-swap-$RUN-2" "$dir/process.log" || true)
+	log "swap: $lat (swapped: $swapped)"
+	if ((swapped == 0)); then
+		printf 'swap\teos\tkstreams\tfailed\n' >>"$RESULTS"
+		return 0
+	fi
+	# the worker-side part the engine reports: new instances prepared on
+	# every task at a commit boundary
+	local prep
+	prep=$(sed -n 's/.*prepared on every task (\([0-9]*\) ms).*/\1/p' "$dir/process.log" | tail -n 1)
+	printf 'swap\teos\tkstreams\tok\t\t\t\t\t\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(field n "$lat")" \
+		"$(field p50_ms "$lat")" "$(field p99_ms "$lat")" "$(field max_ms "$lat")" \
+		"$(field gap_ms "$lat")" "$prep" >>"$RESULTS"
+}
+
+# ---- main ---------------------------------------------------------------------
+
+mkdir -p "$OUT"
+trap cleanup EXIT
+build
+broker_start
+: >"$RESULTS"
+{
+	echo "# run $RUN $(date -u +%FT%TZ)"
+	echo "# records=$RECORDS keys=$KEYS value_bytes=$VALUE_BYTES skew=$SKEW partitions=$PARTITIONS commit_ms=$COMMIT_MS latency_rate=$LAT_RATE latency_seconds=$LAT_SECONDS"
+	echo "# nproc=$(nproc) mem=$(free -m | awk '/^Mem:/ {print $2 " MiB"}') cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+	echo "# load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
+} >>"$RESULTS"
+
+WINDOWS=1
+if want window; then
+	kstreams_yaml "$OUT/window-check.yaml" bench-window-check exactly-once window in out "$OUT/state"
+	if ! "$KSTREAMS" check "$OUT/window-check.yaml" >"$OUT/window-check.log" 2>&1; then
+		WINDOWS=0
+		log "kstreams has no 'window:' support yet ($(tail -n 1 "$OUT/window-check.log")): pending"
+		echo -e "window\teos\tkstreams\tpending\nwindow\talo\tkstreams\tpending" >>"$RESULTS"
+	fi
+fi
+
+# Each scenario runs its exactly-once and at-least-once runs back to back,
+# and kstreams next to its peer: on a shared machine the load drifts over
+# minutes, and the pairs are what the ratios compare.
+if want stateless; then
+	run_one stateless eos kstreams
+	run_one stateless alo kstreams
+fi
+if want count; then
+	for g in eos alo; do
+		run_one count "$g" kstreams
+		((JAVA)) && run_one count "$g" java
+	done
+fi
+# the ceiling, on the count input (the same record sizes as every scenario)
+if want stateless || want count || want window; then
+	run_one count eos ceiling
+	run_one count alo ceiling
+fi
+# what the count scenario's Kafka I/O alone costs: the ceiling writing two
+# records per input (an output and a changelog-like record)
+want count && run_one count eos ceiling2
+if want window; then
+	for g in eos alo; do
+		((WINDOWS)) && run_one window "$g" kstreams
+		((JAVA)) && run_one window "$g" java
+	done
+fi
+if want restore; then
+	want count || log "restore needs the count scenario; skipped"
+	restore kstreams
+	((JAVA)) && restore java
+fi
+if want swap; then
+	if { "$KSTREAMS" 2>&1 || true; } | grep -q "reload FILE"; then
+		swap
+	else
+		echo -e "swap\teos\tkstreams\tpending" >>"$RESULTS"
+	fi
+fi
+echo "# load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS"
+
+python3 "$ROOT/bench/report.py" "$RESULTS" --chart "$CHART" --venv "$BUILD/bench-venv" |
+	tee "$OUT/table.md"

@@ -1,0 +1,546 @@
+/*
+ * dispatcher.c - see dispatcher.h.
+ *
+ * One batch at a time: claim (PENDING -> DISPATCHING, one txn), assign
+ * partitions, remember each partition's end offset ("probe_from"), produce,
+ * wait for every delivery report, then complete each row. Because a batch
+ * is finished before the next is claimed, the rows a crashed process left
+ * DISPATCHING all belong to its last batch, and the probe_from offsets
+ * written before that batch bound where their records can be.
+ *
+ * Probe of a stale row (claimed longer than `stale_after` ago): read its
+ * user's partition from probe_from to the current end, looking for the
+ * ks.event_id header. Found -> PUBLISHED at that offset; absent ->
+ * PENDING. A probe that cannot read Kafka decides nothing.
+ */
+#include "dispatcher.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kafka.h"
+#include "log.h"
+#include "partition_assign.h"
+
+#define BATCH_MAX 500
+#define EVENT_ID_HEADER "ks.event_id"
+#define USER_HEADER "ks.user"
+#define WHERE "outbox-dispatcher"
+
+struct ks_dispatcher {
+    ks_outbox *ob;
+    const ks_pipeline *p;
+    const ks_cfg_outbox *cfg;
+    ks_assigner *as;
+    ks_store_db *meta; /* "probe_from:<partition>" -> offset */
+    rd_kafka_t *prod, *probe;
+    pthread_t thread;
+    volatile int stop;
+    int synced;    /* the assigner read the claims log since the last error */
+    int warned;    /* Kafka unreachable was logged */
+    long published;
+    int64_t next_probe_ms; /* after a failed probe: not before this */
+};
+
+typedef struct result {
+    volatile int done;
+    rd_kafka_resp_err_t err;
+    int32_t partition;
+    int64_t offset;
+} result;
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    (void)rk;
+    (void)opaque;
+    result *r = m->_private;
+    r->err = m->err;
+    r->partition = m->partition;
+    r->offset = m->offset;
+    r->done = 1;
+}
+
+/* --- probe_from bookkeeping ------------------------------------------ */
+
+static int probe_from_put(ks_dispatcher *d, int32_t part, int64_t off)
+{
+    char k[32];
+    unsigned char b[8];
+    ks_int64_encode(off, b);
+    ks_bytes key = {k, (size_t)snprintf(k, sizeof k, "probe_from:%d", (int)part)};
+    ks_bytes val = {b, 8};
+    ks_store_env *env = ks_outbox_env(d->ob);
+    ks_outbox_lock(d->ob);
+    int rc = ks_store_begin(env);
+    if (rc == 0 && (rc = ks_store_put(d->meta, key, val)) == 0)
+        rc = ks_store_commit(env);
+    else
+        ks_store_abort(env);
+    ks_outbox_unlock(d->ob);
+    return rc;
+}
+
+/* -1 when never written. */
+static int64_t probe_from_get(ks_dispatcher *d, int32_t part)
+{
+    char k[32];
+    ks_bytes key = {k, (size_t)snprintf(k, sizeof k, "probe_from:%d", (int)part)}, v;
+    int64_t off = -1;
+    ks_store_env *env = ks_outbox_env(d->ob);
+    ks_outbox_lock(d->ob);
+    if (ks_store_begin(env) == 0) {
+        if (ks_store_get(d->meta, key, &v) == 0 && v.len == 8)
+            off = ks_int64_decode(v.data);
+        ks_store_abort(env);
+    }
+    ks_outbox_unlock(d->ob);
+    return off;
+}
+
+/* --- Kafka clients --------------------------------------------------- */
+
+static int make_clients(ks_dispatcher *d, char *err, size_t errlen)
+{
+    char why[512];
+    static const char *const prod_cfg[] = {"enable.idempotence", "true", "acks", "all",
+                                           "message.timeout.ms", "15000", NULL};
+    rd_kafka_conf_t *c = ks_kafka_conf(d->p, NULL, prod_cfg, err, errlen);
+    if (!c)
+        return KS_ERR_INVALID;
+    rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
+    if (!(d->prod = rd_kafka_new(RD_KAFKA_PRODUCER, c, why, sizeof why))) {
+        rd_kafka_conf_destroy(c);
+        snprintf(err, errlen, "outbox producer: %s", why);
+        return KS_ERR_IO;
+    }
+    char group[600];
+    snprintf(group, sizeof group, "%s-outbox-probe", d->p->application);
+    /* a group id because librdkafka loops without one; nothing is committed */
+    const char *const probe_cfg[] = {"group.id", group, "enable.auto.commit", "false",
+                                     "enable.auto.offset.store", "false", NULL};
+    c = ks_kafka_conf(d->p, NULL, probe_cfg, err, errlen);
+    if (!c)
+        return KS_ERR_INVALID;
+    if (!(d->probe = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
+        rd_kafka_conf_destroy(c);
+        snprintf(err, errlen, "outbox probe consumer: %s", why);
+        return KS_ERR_IO;
+    }
+    return 0;
+}
+
+/* --- the stale probe ------------------------------------------------- */
+
+typedef struct found {
+    char id[KS_OUTBOX_ID_LEN + 1];
+    int64_t offset;
+} found;
+
+/* Read `part` over [from, hi) and collect every event id seen. */
+static int probe_read(ks_dispatcher *d, int32_t part, int64_t from, int64_t hi, found **out,
+                      size_t *nout, char *err, size_t errlen)
+{
+    const char *topic = d->cfg->topic;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, part)->offset = from;
+    rd_kafka_resp_err_t e = rd_kafka_assign(d->probe, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e) {
+        snprintf(err, errlen, "probe %s [%d]: assign: %s", topic, (int)part,
+                 rd_kafka_err2str(e));
+        return KS_ERR_IO;
+    }
+    size_t n = 0, cap = 0;
+    found *f = NULL;
+    int64_t next = from, deadline = ks_outbox_now_ms() + 30000;
+    int rc = 0;
+    while (next < hi && rc == 0) {
+        if (ks_outbox_now_ms() > deadline) {
+            snprintf(err, errlen, "probe %s [%d]: stuck at offset %lld of %lld", topic,
+                     (int)part, (long long)next, (long long)hi);
+            rc = KS_ERR_IO;
+            break;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(d->probe, 200);
+        if (!m)
+            continue;
+        rd_kafka_headers_t *h = NULL;
+        const void *val;
+        size_t len;
+        /* records prefetched for an earlier probe's partition may still
+         * arrive after the re-assign: only this partition's count */
+        if (!m->err && m->partition == part && m->offset >= next) {
+            next = m->offset + 1;
+            if (rd_kafka_message_headers(m, &h) == 0 &&
+                rd_kafka_header_get_last(h, EVENT_ID_HEADER, &val, &len) == 0 &&
+                len == KS_OUTBOX_ID_LEN) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 256;
+                    found *g = realloc(f, cap * sizeof *g);
+                    if (!g)
+                        rc = KS_ERR_NOMEM;
+                    else
+                        f = g;
+                }
+                if (rc == 0) {
+                    memcpy(f[n].id, val, len);
+                    f[n].id[len] = '\0';
+                    f[n++].offset = m->offset;
+                }
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_assign(d->probe, NULL);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    *out = f;
+    *nout = n;
+    return 0;
+}
+
+/* Probe one partition for the stale rows `rows` (all of it). Returns 0
+ * when every row was decided, -1 when Kafka did not answer. */
+static int probe_partition(ks_dispatcher *d, int32_t part, ks_outbox_event **rows,
+                           size_t n)
+{
+    char err[1024];
+    int64_t lo, hi;
+    int count = ks_kafka_partition_count(d->prod, d->cfg->topic, 5000, err, sizeof err);
+    if (count >= 0 && part >= count) {
+        /* the crashed process died while growing the topic: a partition
+         * that does not exist holds nothing */
+        for (size_t i = 0; i < n; i++)
+            ks_outbox_requeue(d->ob, rows[i]->id,
+                              "stale dispatch: its partition did not exist yet");
+        ks_info(WHERE,
+                "stale dispatch probe %s [%d] does not exist (%d partitions), "
+                "nothing was published, %zu absent -> PENDING",
+                d->cfg->topic, (int)part, count, n);
+        return 0;
+    }
+    rd_kafka_resp_err_t e =
+        rd_kafka_query_watermark_offsets(d->prod, d->cfg->topic, part, &lo, &hi, 5000);
+    if (e) {
+        ks_warn(WHERE, "stale dispatch probe %s [%d]: watermarks: %s; %zu rows stay "
+                       "DISPATCHING until Kafka answers",
+                d->cfg->topic, (int)part, rd_kafka_err2str(e), n);
+        return -1;
+    }
+    int64_t from = probe_from_get(d, part);
+    if (from < lo)
+        from = lo; /* never recorded: from the start of the partition */
+    found *f = NULL;
+    size_t nf = 0;
+    if (from < hi && probe_read(d, part, from, hi, &f, &nf, err, sizeof err) != 0) {
+        ks_warn(WHERE, "%s; %zu rows stay DISPATCHING", err, n);
+        return -1;
+    }
+    size_t hit = 0, miss = 0;
+    for (size_t i = 0; i < n; i++) {
+        ks_outbox_event *ev = rows[i];
+        int64_t at = -1;
+        for (size_t j = 0; j < nf && at < 0; j++)
+            if (strcmp(f[j].id, ev->id) == 0)
+                at = f[j].offset;
+        if (at >= 0) {
+            ks_outbox_mark_published(d->ob, ev->id, part, at, NULL);
+            ks_debug(WHERE, "probe: event %s found at %s [%d] offset %lld -> PUBLISHED",
+                     ev->id, d->cfg->topic, (int)part, (long long)at);
+            hit++;
+        } else {
+            ks_outbox_requeue(d->ob, ev->id, "stale dispatch: the probe found no record");
+            ks_debug(WHERE, "probe: event %s absent from %s [%d] -> PENDING", ev->id,
+                     d->cfg->topic, (int)part);
+            miss++;
+        }
+    }
+    ks_info(WHERE,
+            "stale dispatch probe %s [%d] offsets %lld..%lld: %zu found -> PUBLISHED, "
+            "%zu absent -> PENDING",
+            d->cfg->topic, (int)part, (long long)from, (long long)hi, hit, miss);
+    free(f);
+    return 0;
+}
+
+static void resolve_stale(ks_dispatcher *d)
+{
+    ks_outbox_event *rows;
+    size_t n;
+    if (ks_outbox_now_ms() < d->next_probe_ms)
+        return;
+    int64_t before = ks_outbox_now_ms() - d->cfg->stale_after_ms;
+    if (ks_outbox_stale(d->ob, before, 10000, &rows, &n) != 0 || n == 0) {
+        if (n == 0)
+            ks_outbox_events_free(rows, 0);
+        return;
+    }
+    ks_outbox_event **group = calloc(n, sizeof *group);
+    int32_t *parts = calloc(n, sizeof *parts);
+    for (size_t i = 0; group && parts && i < n; i++)
+        if (ks_assigner_lookup(d->as, rows[i].user, &parts[i]) != 0) {
+            /* partitions are assigned before anything is produced */
+            ks_outbox_requeue(d->ob, rows[i].id,
+                              "stale dispatch: user had no partition, nothing was sent");
+            ks_info(WHERE, "stale dispatch: event %s of user %s had no partition yet "
+                           "-> PENDING",
+                    rows[i].id, rows[i].user);
+            parts[i] = -1;
+        }
+    for (size_t i = 0; group && parts && i < n; i++) {
+        if (parts[i] < 0)
+            continue;
+        int32_t part = parts[i];
+        size_t g = 0;
+        for (size_t j = i; j < n; j++)
+            if (parts[j] == part) {
+                group[g++] = &rows[j];
+                parts[j] = -1;
+            }
+        if (probe_partition(d, part, group, g) != 0)
+            d->next_probe_ms = ks_outbox_now_ms() + 1000; /* Kafka did not answer */
+    }
+    free(group);
+    free(parts);
+    ks_outbox_events_free(rows, n);
+}
+
+/* --- one batch ------------------------------------------------------- */
+
+/* Retry policy for one failed row. */
+static void failed_row(ks_dispatcher *d, const ks_outbox_event *ev, int32_t part,
+                       rd_kafka_resp_err_t e)
+{
+    char why[600];
+    snprintf(why, sizeof why, "publish to %s [%d]: %s", ev->topic, (int)part,
+             rd_kafka_err2str(e));
+    if (e == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION && d->cfg->recover_unknown_partition) {
+        char err[1024];
+        /* the mapping says the partition must exist: grow, then retry
+         * without giving up on the row */
+        if (ks_assigner_grow(d->as, part + 1, err, sizeof err) != 0)
+            ks_warn(WHERE, "unknown partition recovery: %s", err);
+        ks_outbox_requeue(d->ob, ev->id, why);
+        ks_warn(WHERE, "event %s: %s; topic checked, requeued", ev->id, why);
+        return;
+    }
+    if (ev->attempts >= d->cfg->max_attempts) {
+        ks_outbox_mark_failed(d->ob, ev->id, why);
+        ks_error(WHERE, "event %s: %s; attempt %d of %d -> FAILURE", ev->id, why,
+                 (int)ev->attempts, (int)d->cfg->max_attempts);
+    } else {
+        ks_outbox_requeue(d->ob, ev->id, why);
+    }
+}
+
+/* Make the producer's metadata show `need` partitions: the assigner may
+ * have just grown the topic, and producing to a partition the producer
+ * does not know fails at once. */
+static int producer_knows(ks_dispatcher *d, int32_t need, char *err, size_t errlen)
+{
+    for (int i = 0; i < 100; i++) {
+        int n = ks_kafka_partition_count(d->prod, d->cfg->topic, 5000, err, errlen);
+        if (n < 0)
+            return -1;
+        if (n >= need)
+            return 0;
+        sleep_ms(100);
+    }
+    snprintf(err, errlen, "%s: metadata does not show %d partitions yet", d->cfg->topic,
+             (int)need);
+    return -1;
+}
+
+/* Record where each partition of the batch ends before producing. */
+static int note_probe_from(ks_dispatcher *d, const int32_t *parts, size_t n, char *err,
+                           size_t errlen)
+{
+    int32_t need = 0;
+    for (size_t i = 0; i < n; i++)
+        if (parts[i] + 1 > need)
+            need = parts[i] + 1;
+    if (producer_knows(d, need, err, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = parts[j] == parts[i];
+        if (seen)
+            continue;
+        int64_t lo, hi;
+        rd_kafka_resp_err_t e =
+            rd_kafka_query_watermark_offsets(d->prod, d->cfg->topic, parts[i], &lo, &hi, 5000);
+        if (e) {
+            snprintf(err, errlen, "%s [%d]: watermarks: %s", d->cfg->topic, (int)parts[i],
+                     rd_kafka_err2str(e));
+            return -1;
+        }
+        if (probe_from_put(d, parts[i], hi) != 0) {
+            snprintf(err, errlen, "outbox: %s", ks_store_last_error(ks_outbox_env(d->ob)));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void dispatch(ks_dispatcher *d, ks_outbox_event *rows, size_t n)
+{
+    char err[1024] = "";
+    const char **users = calloc(n, sizeof *users);
+    int32_t *parts = calloc(n, sizeof *parts);
+    result *res = calloc(n, sizeof *res);
+    if (!users || !parts || !res)
+        goto requeue_all;
+    for (size_t i = 0; i < n; i++)
+        users[i] = rows[i].user;
+    if (ks_assigner_assign(d->as, users, n, parts, err, sizeof err) != 0 ||
+        note_probe_from(d, parts, n, err, sizeof err) != 0) {
+        ks_warn(WHERE, "cannot assign partitions: %s; batch requeued", err);
+        d->synced = 0;
+        goto requeue_all;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const ks_outbox_event *ev = &rows[i];
+        const char *key = ev->key ? ev->key : ev->user;
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            d->prod, RD_KAFKA_V_TOPIC(ev->topic), RD_KAFKA_V_PARTITION(parts[i]),
+            RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(ev->payload, ev->payload_len),
+            RD_KAFKA_V_HEADER(EVENT_ID_HEADER, ev->id, KS_OUTBOX_ID_LEN),
+            RD_KAFKA_V_HEADER(USER_HEADER, ev->user, (ssize_t)strlen(ev->user)),
+            RD_KAFKA_V_OPAQUE(&res[i]), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_END);
+        if (e) {
+            res[i].err = e;
+            res[i].done = 1;
+        }
+    }
+    /* every report arrives within message.timeout.ms */
+    rd_kafka_flush(d->prod, 30000);
+    for (size_t i = 0; i < n; i++) {
+        if (!res[i].done)
+            failed_row(d, &rows[i], parts[i], RD_KAFKA_RESP_ERR__TIMED_OUT);
+        else if (res[i].err)
+            failed_row(d, &rows[i], parts[i], res[i].err);
+        else if (ks_outbox_mark_published(d->ob, rows[i].id, res[i].partition,
+                                          res[i].offset, NULL) == 0)
+            d->published++;
+    }
+    goto out;
+requeue_all:
+    for (size_t i = 0; i < n; i++)
+        ks_outbox_requeue(d->ob, rows[i].id, "Kafka unreachable while assigning partitions");
+    sleep_ms(500);
+out:
+    free(users);
+    free(parts);
+    free(res);
+}
+
+/* --- the thread ------------------------------------------------------ */
+
+static void *run(void *arg)
+{
+    ks_dispatcher *d = arg;
+    char err[1024];
+    long reported = 0;
+    int64_t last_report = ks_outbox_now_ms();
+    while (!d->stop) {
+        if (!d->synced) {
+            if (ks_assigner_sync(d->as, err, sizeof err) != 0) {
+                if (!d->warned)
+                    ks_warn(WHERE, "Kafka unreachable, events are kept in the outbox: %s",
+                            err);
+                d->warned = 1;
+                for (int i = 0; i < 20 && !d->stop; i++)
+                    sleep_ms(50);
+                continue;
+            }
+            if (d->warned)
+                ks_info(WHERE, "Kafka reachable again, dispatching");
+            d->synced = 1;
+            d->warned = 0;
+        }
+        resolve_stale(d);
+        ks_outbox_event *rows;
+        size_t n;
+        if (ks_outbox_claim_pending(d->ob, BATCH_MAX, &rows, &n) != 0) {
+            ks_error(WHERE, "claim: %s", ks_outbox_last_error(d->ob));
+            sleep_ms(500);
+            continue;
+        }
+        if (n)
+            dispatch(d, rows, n);
+        ks_outbox_events_free(rows, n);
+        if (d->published != reported && ks_outbox_now_ms() - last_report > 1000) {
+            ks_info(WHERE, "%ld events published so far", d->published);
+            reported = d->published;
+            last_report = ks_outbox_now_ms();
+        }
+        if (!n)
+            sleep_ms(50);
+    }
+    return NULL;
+}
+
+int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox *cfg,
+                        ks_dispatcher **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    ks_dispatcher *d = calloc(1, sizeof *d);
+    if (!d)
+        return KS_ERR_NOMEM;
+    d->ob = ob;
+    d->p = p;
+    d->cfg = cfg;
+    int rc = ks_assigner_new(ob, p, cfg->topic, (int)cfg->max_users_per_partition, &d->as,
+                             err, errlen);
+    if (rc == 0) {
+        ks_outbox_lock(ob);
+        rc = ks_store_db_open(ks_outbox_env(ob), "dispatch_meta", &d->meta);
+        ks_outbox_unlock(ob);
+    }
+    if (rc == 0)
+        rc = make_clients(d, err, errlen);
+    if (rc == 0 && pthread_create(&d->thread, NULL, run, d) != 0) {
+        snprintf(err, errlen, "outbox dispatcher: cannot start a thread");
+        rc = KS_ERR_NOMEM;
+    }
+    if (rc) {
+        if (d->probe)
+            rd_kafka_destroy(d->probe);
+        if (d->prod)
+            rd_kafka_destroy(d->prod);
+        ks_assigner_free(d->as);
+        free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+void ks_dispatcher_stop(ks_dispatcher *d)
+{
+    if (!d)
+        return;
+    d->stop = 1;
+    pthread_join(d->thread, NULL);
+    rd_kafka_flush(d->prod, 5000);
+    rd_kafka_destroy(d->prod);
+    rd_kafka_consumer_close(d->probe);
+    rd_kafka_destroy(d->probe);
+    ks_assigner_free(d->as);
+    ks_info(WHERE, "stopped after publishing %ld events", d->published);
+    free(d);
+}

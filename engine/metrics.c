@@ -1,0 +1,272 @@
+/*
+ * metrics.c - see metrics.h. Samples live in one array guarded by a mutex;
+ * names are grouped at render time so HELP/TYPE appear once per family.
+ */
+#include "metrics.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kstreams/kstreams.h"
+#include "log.h"
+
+typedef struct sample {
+    char *name;
+    char *labels;
+    double value;
+} sample;
+
+struct ks_metrics {
+    pthread_mutex_t lock;
+    sample *samples;
+    size_t count, cap;
+    struct MHD_Daemon *mhd;
+};
+
+/* HELP and TYPE of the engine's own families; others are plugin counters. */
+static const struct {
+    const char *name, *type, *help;
+} families[] = {
+    {"kstreams_records_in_total", "counter", "Records consumed and processed, per task."},
+    {"kstreams_records_out_total", "counter", "Records produced to sink topics, per task."},
+    {"kstreams_process_seconds_sum", "counter", "Time spent processing records, per worker."},
+    {"kstreams_process_seconds_count", "counter", "Records processed, per worker."},
+    {"kstreams_commits_total", "counter", "Batches committed, per worker."},
+    {"kstreams_commit_seconds_sum", "counter", "Time spent committing batches, per worker."},
+    {"kstreams_commit_seconds_count", "counter", "Commits timed, per worker."},
+    {"kstreams_aborts_total", "counter", "Batches aborted and replayed, per worker."},
+    {"kstreams_poison_records_total", "counter", "Poison records, per worker and policy."},
+    {"kstreams_consumer_lag", "gauge", "Records behind the end of the input partition."},
+    {"kstreams_restore_records_total", "counter", "Changelog records replayed by restores."},
+    {"kstreams_restore_remaining", "gauge", "Changelog records left to replay (0: done)."},
+    {"kstreams_tasks", "gauge", "Tasks assigned to each worker."},
+    {"kstreams_plugin_info", "gauge", "Loaded plugin builds (value 1)."},
+    {"kstreams_reloads_total", "counter", "Hot reloads of plugin builds that succeeded."},
+    {"kstreams_reload_failures_total", "counter", "Hot reloads refused or failed."},
+};
+
+ks_metrics *ks_metrics_new(void)
+{
+    ks_metrics *m = calloc(1, sizeof *m);
+    if (m)
+        pthread_mutex_init(&m->lock, NULL);
+    return m;
+}
+
+void ks_metrics_free(ks_metrics *m)
+{
+    if (!m)
+        return;
+    if (m->mhd)
+        MHD_stop_daemon(m->mhd);
+    for (size_t i = 0; i < m->count; i++) {
+        free(m->samples[i].name);
+        free(m->samples[i].labels);
+    }
+    free(m->samples);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+/* The sample name{labels}, created when missing; NULL when out of memory.
+ * Caller holds the lock. */
+static sample *find(ks_metrics *m, const char *name, const char *labels)
+{
+    for (size_t i = 0; i < m->count; i++)
+        if (strcmp(m->samples[i].name, name) == 0 && strcmp(m->samples[i].labels, labels) == 0)
+            return &m->samples[i];
+    if (m->count == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 64;
+        sample *grown = realloc(m->samples, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        m->samples = grown;
+        m->cap = cap;
+    }
+    sample *s = &m->samples[m->count];
+    s->name = strdup(name);
+    s->labels = strdup(labels ? labels : "");
+    s->value = 0;
+    if (!s->name || !s->labels) {
+        free(s->name);
+        free(s->labels);
+        return NULL;
+    }
+    m->count++;
+    return s;
+}
+
+static void update(ks_metrics *m, const char *name, const char *labels, double v, int add)
+{
+    if (!m || !name)
+        return;
+    pthread_mutex_lock(&m->lock);
+    sample *s = find(m, name, labels ? labels : "");
+    if (s)
+        s->value = add ? s->value + v : v;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void ks_metrics_set(ks_metrics *m, const char *name, const char *labels, double value)
+{
+    update(m, name, labels, value, 0);
+}
+
+void ks_metrics_add(ks_metrics *m, const char *name, const char *labels, double delta)
+{
+    update(m, name, labels, delta, 1);
+}
+
+double ks_metrics_get(ks_metrics *m, const char *name, const char *labels)
+{
+    double v = 0;
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    for (size_t i = 0; i < m->count; i++)
+        if (strcmp(m->samples[i].name, name) == 0 &&
+            strcmp(m->samples[i].labels, labels ? labels : "") == 0)
+            v = m->samples[i].value;
+    pthread_mutex_unlock(&m->lock);
+    return v;
+}
+
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    int oom;
+} text;
+
+static void put(text *t, const char *fmt, ...) KS_PRINTF(2, 3);
+
+static void put(text *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt,
+                          ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (t->buf && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap + (size_t)n + 1) * 2;
+        char *grown = realloc(t->buf, cap);
+        if (!grown) {
+            t->oom = 1;
+            return;
+        }
+        t->buf = grown;
+        t->cap = cap;
+    }
+}
+
+static const char *family_help(const char *name, const char **type)
+{
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(families[i].name, name) == 0) {
+            *type = families[i].type;
+            return families[i].help;
+        }
+    *type = "counter";
+    return "Counter of a plugin (api->metric_add).";
+}
+
+static int by_name(const void *a, const void *b)
+{
+    const sample *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : strcmp(x->labels, y->labels);
+}
+
+int ks_metrics_render(ks_metrics *m, char **out, size_t *len)
+{
+    text t = {0};
+    pthread_mutex_lock(&m->lock);
+    qsort(m->samples, m->count, sizeof *m->samples, by_name);
+    for (size_t i = 0; i < m->count; i++) {
+        const sample *s = &m->samples[i];
+        if (i == 0 || strcmp(m->samples[i - 1].name, s->name) != 0) {
+            const char *type;
+            const char *help = family_help(s->name, &type);
+            put(&t, "# HELP %s %s\n# TYPE %s %s\n", s->name, help, s->name, type);
+        }
+        if (s->labels[0])
+            put(&t, "%s{%s} %.17g\n", s->name, s->labels, s->value);
+        else
+            put(&t, "%s %.17g\n", s->name, s->value);
+    }
+    pthread_mutex_unlock(&m->lock);
+    put(&t, "%s", "");
+    if (t.oom) {
+        free(t.buf);
+        return KS_ERR_NOMEM;
+    }
+    *out = t.buf;
+    *len = t.len;
+    return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)con_cls;
+    ks_metrics *m = cls;
+    char *body = NULL;
+    size_t len = 0;
+    unsigned status = MHD_HTTP_OK;
+    if (strcmp(method, "GET") != 0 || (strcmp(url, "/metrics") != 0 && strcmp(url, "/") != 0)) {
+        status = MHD_HTTP_NOT_FOUND;
+        body = strdup("not found: GET /metrics\n");
+        len = body ? strlen(body) : 0;
+    } else if (ks_metrics_render(m, &body, &len) != 0) {
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE
+                                                                        : MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+int ks_metrics_serve(ks_metrics *m, const char *listen, char *err, size_t errlen)
+{
+    const char *colon = strrchr(listen, ':');
+    char host[256];
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    int port = colon ? atoi(colon + 1) : 0;
+    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - listen) : 0, listen);
+    if (strcmp(host, "localhost") == 0)
+        snprintf(host, sizeof host, "127.0.0.1");
+    if (port <= 0 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "metrics endpoint '%s': expected IPv4:port", listen);
+        return KS_ERR_INVALID;
+    }
+    sa.sin_port = htons((uint16_t)port);
+    m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL,
+                              on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    if (!m->mhd) {
+        snprintf(err, errlen, "metrics endpoint: cannot listen on %s (in use?)", listen);
+        return KS_ERR_IO;
+    }
+    ks_info("metrics", "Prometheus metrics on http://%s/metrics", listen);
+    return 0;
+}

@@ -1,0 +1,140 @@
+/*
+ * outbox.h - the durable outbox: intended events in their own LMDB
+ * environment (<state_dir>/<application>/outbox), written before anything
+ * is published, so accepting an event never depends on Kafka being up.
+ *
+ * Rows are keyed by event id: 32 lower-case hex digits, the outbox's
+ * random 64-bit prefix (chosen when the environment is created) followed
+ * by a 64-bit sequence number. Ids are unique across outboxes (the probe
+ * of stale dispatches relies on it) and sort in enqueue order within one.
+ *
+ * Every status change is a named operation below; each one is a
+ * compare-and-set on the current status, checked against the one table
+ * in outbox_status.c, inside ONE LMDB write transaction that is committed
+ * (durable) before the call returns.
+ *
+ * Threads: any thread may call any function; a mutex serialises them
+ * because LMDB allows one writer per environment and a write transaction
+ * may not span threads. Reads also run inside a (then aborted) write
+ * transaction so that no read snapshot is shared between threads.
+ */
+#ifndef KS_OUTBOX_H
+#define KS_OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "outbox_status.h"
+#include "store.h"
+
+typedef struct ks_outbox ks_outbox;
+
+#define KS_OUTBOX_ID_LEN 32     /* hex digits, without the NUL */
+#define KS_OUTBOX_MAX_USER 200  /* bytes of a user id            */
+#define KS_OUTBOX_MAX_TOPIC 249 /* Kafka's limit                 */
+
+/* One row, as returned by get/claim/stale. Every pointer is owned by the
+ * struct: free it with ks_outbox_event_clear (or ks_outbox_events_free for
+ * arrays). key, last_error and result may be NULL. */
+typedef struct ks_outbox_event {
+    char id[KS_OUTBOX_ID_LEN + 1];
+    ks_outbox_status status;
+    char *user;  /* canonical user id: the Kafka key unless `key` is set */
+    char *topic;
+    char *key;   /* optional explicit key, NULL: the user id   */
+    void *payload;
+    size_t payload_len;
+    char *last_error; /* why the last publication attempt failed */
+    char *result;     /* the handler's result (mailbox)           */
+    int32_t attempts; /* publication attempts so far               */
+    int32_t partition; /* published to, -1 until known            */
+    int64_t offset;    /* published at, -1 until known            */
+    int64_t created_ms, updated_ms, claimed_ms; /* wall clock ms  */
+} ks_outbox_event;
+
+void ks_outbox_event_clear(ks_outbox_event *ev);
+void ks_outbox_events_free(ks_outbox_event *evs, size_t n);
+
+/*
+ * Open (creating) the outbox environment in `dir` with a map of `map_size`
+ * bytes (0: 1 GiB). 0 and *out, or a negative ks_err with err "DIR:
+ * reason" (KS_ERR_STATE when this process has it open already).
+ */
+int ks_outbox_open(const char *dir, uint64_t map_size, ks_outbox **out, char *err,
+                   size_t errlen);
+/* Open an existing outbox read-only (for `kstreams outbox-status`): only
+ * ks_outbox_get and ks_outbox_counts work on it. KS_ERR_NOT_FOUND when
+ * there is no outbox in `dir`. */
+int ks_outbox_open_readonly(const char *dir, ks_outbox **out, char *err,
+                            size_t errlen);
+void ks_outbox_close(ks_outbox *ob);
+
+/* The environment, for partition_assign.c which keeps its mapping in the
+ * same env under the same mutex (use ks_outbox_lock/unlock around it). */
+ks_store_env *ks_outbox_env(ks_outbox *ob);
+void ks_outbox_lock(ks_outbox *ob);
+void ks_outbox_unlock(ks_outbox *ob);
+
+/* One line on the last failure, valid until the next call on ob. */
+const char *ks_outbox_last_error(const ks_outbox *ob);
+
+/*
+ * Add an event: PENDING, or PREQUEUED when `held`. `user` 1..200 bytes,
+ * `topic` a topic name, `key` NULL or 1..500 bytes, payload copied. The row
+ * is committed (fsync'ed) before the call returns; id_out gets its id.
+ * 0, KS_ERR_INVALID (bad argument), KS_ERR_STORE_FULL, KS_ERR_IO.
+ */
+int ks_outbox_enqueue(ks_outbox *ob, const char *user, const char *topic,
+                      const char *key, const void *payload, size_t payload_len,
+                      int held, char id_out[KS_OUTBOX_ID_LEN + 1]);
+
+/* Read a row into *out (caller clears it). 0 or KS_ERR_NOT_FOUND. */
+int ks_outbox_get(ks_outbox *ob, const char *id, ks_outbox_event *out);
+
+/*
+ * The named moves. Each returns 0 when the move happened, KS_ERR_NOT_FOUND
+ * for an unknown id, KS_ERR_STATE when the row is not in a status the move
+ * starts from (nothing is written; *was, when given, says where it is).
+ */
+/* PREQUEUED -> PENDING. */
+int ks_outbox_release(ks_outbox *ob, const char *id);
+/*
+ * Claim up to `max` PENDING rows in enqueue order: PENDING -> DISPATCHING,
+ * attempts + 1, claimed_ms = now, all in one txn. A row is skipped while
+ * an earlier row of the same user is still PREQUEUED, PENDING-but-not-
+ * claimed or DISPATCHING, so a user's events are published in order.
+ * *out (caller frees with ks_outbox_events_free) gets the claimed rows.
+ */
+int ks_outbox_claim_pending(ks_outbox *ob, size_t max, ks_outbox_event **out,
+                            size_t *n);
+/* DISPATCHING -> PUBLISHED, recording partition/offset. A row already at
+ * PUBLISHED or beyond on the success path (consumption was faster) is left
+ * where it is and 0 is returned with *moved = 0: never a move backward.
+ * `moved` may be NULL. */
+int ks_outbox_mark_published(ks_outbox *ob, const char *id, int32_t partition,
+                             int64_t offset, int *moved);
+/* DISPATCHING -> FAILURE (terminal), keeping `reason`. */
+int ks_outbox_mark_failed(ks_outbox *ob, const char *id, const char *reason);
+/* DISPATCHING -> PENDING, keeping `reason` (retry, or the stale probe found
+ * nothing). */
+int ks_outbox_requeue(ks_outbox *ob, const char *id, const char *reason);
+/* PUBLISHED or DISPATCHING -> UNDER_PROCESSING. */
+int ks_outbox_start_processing(ks_outbox *ob, const char *id,
+                               ks_outbox_status *was);
+/* UNDER_PROCESSING -> SUCCESS (ok != 0) or PUSHED_FAILURE, keeping
+ * `result` (may be NULL). */
+int ks_outbox_finish(ks_outbox *ob, const char *id, int ok, const char *result,
+                     ks_outbox_status *was);
+
+/* DISPATCHING rows claimed before `claimed_before_ms`, in enqueue order, at
+ * most `max`. *out freed by the caller with ks_outbox_events_free. */
+int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
+                    ks_outbox_event **out, size_t *n);
+
+/* Number of rows per status (counts[KS_OUTBOX_STATUS_COUNT]). */
+int ks_outbox_counts(ks_outbox *ob, uint64_t *counts);
+
+/* Milliseconds since the epoch (wall clock). */
+int64_t ks_outbox_now_ms(void);
+
+#endif /* KS_OUTBOX_H */

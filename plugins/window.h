@@ -1,0 +1,174 @@
+/*
+ * window.h - event-time windows for the shipped count, aggregate and reduce
+ * plugins. window.c is compiled into each of the three modules (a plugin
+ * never links the engine), so nothing here is exported from a module.
+ *
+ * Two layers:
+ *  - arithmetic (pure, unit-tested without a host): which windows a
+ *    timestamp falls in, when a window closes, the order-preserving store
+ *    key encoding, the event-time field of a JSON value, the windowed output
+ *    key;
+ *  - a runtime (ks_win_*) that a plugin drives from process(): it keeps the
+ *    windows of a node in the node's store, folds values with the plugin's
+ *    ks_win_ops, drops late records, emits updates or final results and
+ *    deletes windows past retention. See docs/windows.md for the user's
+ *    view and window.c for the store layout.
+ */
+#ifndef KS_PLUGINS_WINDOW_H
+#define KS_PLUGINS_WINDOW_H
+
+#include <kstreams/kstreams.h>
+
+typedef enum ks_win_kind {
+    KS_WIN_NONE = 0, /* the node has no `window:` */
+    KS_WIN_TUMBLING,
+    KS_WIN_HOPPING,
+    KS_WIN_SLIDING,
+    KS_WIN_SESSION
+} ks_win_kind;
+
+typedef enum ks_win_emit {
+    KS_WIN_EMIT_UPDATE = 0, /* every change of a window is output          */
+    KS_WIN_EMIT_FINAL       /* one output per window, when it closes       */
+} ks_win_emit;
+
+typedef enum ks_win_keyfmt {
+    KS_WIN_KEY_JSON = 0, /* {"key":"...","start":ms,"end":ms}              */
+    KS_WIN_KEY_PLAIN     /* the record key; bounds in headers              */
+} ks_win_keyfmt;
+
+/* Header names carrying the window bounds (decimal ms) on every output. */
+#define KS_WIN_HDR_START "ks.window.start"
+#define KS_WIN_HDR_END "ks.window.end"
+
+/* A window definition, from the node's `window:` map. All times in ms. */
+typedef struct ks_win_spec {
+    ks_win_kind kind;
+    int64_t size;      /* tumbling, hopping: length; sliding: max time
+                          difference between two records of one window */
+    int64_t advance;   /* hopping: distance between starts (tumbling: size) */
+    int64_t gap;       /* session: inactivity gap                          */
+    int64_t grace;     /* how long after its end a window still accepts   */
+    int64_t retention; /* how long a window stays in the store, from start
+                          (session: from end); >= the minimum below         */
+    ks_win_emit emit;
+    ks_win_keyfmt key_format;
+    char time_field[128]; /* JSON field with the event time; "" = record ts */
+} ks_win_spec;
+
+/* The YAML `window:` keys, as config fields for a processor type's table
+ * (the engine validates `window: { x: ... }` against "window.x"). */
+#define KS_WIN_CONFIG_FIELDS                                                 \
+    {"window.kind", KS_CONFIG_STRING, 0, NULL,                               \
+     "tumbling, hopping, sliding or session; absent: not windowed"},         \
+    {"window.size", KS_CONFIG_DURATION, 0, NULL,                             \
+     "tumbling/hopping: window length; sliding: max time difference"},       \
+    {"window.advance", KS_CONFIG_DURATION, 0, NULL,                          \
+     "hopping: distance between window starts"},                             \
+    {"window.gap", KS_CONFIG_DURATION, 0, NULL, "session: inactivity gap"},  \
+    {"window.grace", KS_CONFIG_DURATION, 0, "0",                             \
+     "time after a window's end during which late records still count"},     \
+    {"window.retention", KS_CONFIG_DURATION, 0, NULL,                        \
+     "how long windows stay in the store; default: the minimum"},            \
+    {"window.emit", KS_CONFIG_STRING, 0, "update",                           \
+     "update (every change) or final (once, when the window closes)"},       \
+    {"window.time_field", KS_CONFIG_STRING, 0, NULL,                         \
+     "JSON field of the value holding the event time in ms"},                \
+    {"window.key", KS_CONFIG_STRING, 0, "windowed-json",                     \
+     "output key: windowed-json or plain (bounds in headers)"}
+
+#define KS_WIN_CONFIG_COUNT 9
+
+/* ---- arithmetic --------------------------------------------------------- */
+
+/* Check a spec and fill in defaults (tumbling advance = size, retention).
+ * Returns 0, or -1 with a sentence in err (NUL-terminated). */
+int ks_win_spec_check(ks_win_spec *spec, char *err, size_t errlen);
+
+/* Smallest allowed retention: size + grace for tumbling and hopping,
+ * size + 1 + grace for sliding, gap + grace for sessions. */
+int64_t ks_win_min_retention(const ks_win_spec *spec);
+
+/* Starts of the tumbling/hopping windows containing ts (>= 0), ascending,
+ * into starts[max]. Returns how many (at most size/advance rounded up). */
+size_t ks_win_time_starts(const ks_win_spec *spec, int64_t ts, int64_t *starts,
+                          size_t max);
+
+/* Exclusive end of the tumbling, hopping or sliding window at `start`
+ * (sliding windows hold [start, start + size], so end = start + size + 1). */
+int64_t ks_win_end(const ks_win_spec *spec, int64_t start);
+
+/* 1 when a time window ending (exclusively) at `end` is closed at stream
+ * time st: end + grace <= st. */
+int ks_win_time_closed(const ks_win_spec *spec, int64_t end, int64_t st);
+
+/* 1 when a session whose last record is at `end` is closed at st: no record
+ * that is not late can reach it any more, end + gap + grace < st. */
+int ks_win_session_closed(const ks_win_spec *spec, int64_t end, int64_t st);
+
+/* 8 bytes, big-endian, sign bit flipped: byte order = numeric order. */
+void ks_win_time_put(unsigned char out[8], int64_t t);
+int64_t ks_win_time_get(const unsigned char in[8]);
+
+/* Store key: tag, the key with 0x00 escaped as 0x00 0x01, the separator
+ * 0x00 0x00, then ntimes sortable times. Keys of one record key sort
+ * together, their windows in time order, and no key is a prefix of another
+ * key's entries. Returns the length written, or 0 when it needs more than
+ * outmax bytes. */
+size_t ks_win_key_encode(unsigned char tag, ks_bytes key, const int64_t *times,
+                         size_t ntimes, unsigned char *out, size_t outmax);
+
+/* Inverse of ks_win_key_encode: the unescaped key into key_out (keymax
+ * bytes), its length into *key_len, and ntimes times. Returns 0 or -1 when
+ * `in` is not such a key. */
+int ks_win_key_decode(const unsigned char *in, size_t len, unsigned char *key_out,
+                      size_t keymax, size_t *key_len, int64_t *times, size_t ntimes);
+
+/* The integer (ms) of top-level field `field` of the JSON object in
+ * `json`. Returns 0, or -1 when absent, not an object or not an integer. */
+int ks_win_json_time(const void *json, size_t len, const char *field, int64_t *ms);
+
+/* The windowed-json output key {"key":"<key>","start":S,"end":E}, the key
+ * as a JSON string (escaped). Returns the length, or 0 when over outmax. */
+size_t ks_win_json_key(ks_bytes key, int64_t start, int64_t end, char *out,
+                       size_t outmax);
+
+/* ---- runtime ------------------------------------------------------------ */
+
+/* How a plugin folds values; called by the runtime, never concurrently.
+ * Outputs go to `out` (a host buffer); inputs are borrowed for the call. */
+typedef struct ks_win_ops {
+    void *arg;
+    /* New aggregate from `agg` (NULL: the window's first value) and the
+     * record value. */
+    ks_verdict (*add)(void *arg, ks_bytes key, const ks_bytes *agg, ks_bytes value,
+                      ks_buf *out);
+    /* Merge two session aggregates, `a` the earlier session. NULL when the
+     * plugin cannot merge: session windows are then refused at init. */
+    ks_verdict (*merge)(void *arg, ks_bytes key, ks_bytes a, ks_bytes b, ks_buf *out);
+} ks_win_ops;
+
+typedef struct ks_win ks_win;
+
+/*
+ * Read the node's `window:` (config keys "window.*"). When the node has
+ * none, returns 0 with *out NULL: the plugin runs unwindowed. Otherwise
+ * returns 0 with a new runtime in *out (free with ks_win_free) that keeps
+ * its windows in `store`. Returns -1 after logging why (bad window spec,
+ * out of memory). `who` names the plugin in logs; api, ctx, store and ops
+ * are borrowed for the runtime's life. Call from init().
+ */
+int ks_win_open(const ks_host_api *api, ks_ctx *ctx, const char *who, ks_store *store,
+                const ks_win_ops *ops, ks_win **out);
+
+/* Process one record with a key and a value (the plugin drops the others):
+ * assign it to its windows, fold it in, emit, close and expire windows.
+ * Returns the verdict for the record: KS_SKIP for a record without a
+ * usable event time or with a key too long for window keys, KS_RETRY or
+ * KS_FATAL for store failures, an ops verdict as is. */
+ks_verdict ks_win_process(ks_win *w, const ks_record *rec);
+
+/* Free a runtime. NULL is fine. */
+void ks_win_free(ks_win *w);
+
+#endif /* KS_PLUGINS_WINDOW_H */

@@ -1,0 +1,162 @@
+/*
+ * test_metrics.c - the Prometheus endpoint of a running engine (real broker):
+ * scraped over HTTP on 127.0.0.1, parsed line by line, and checked against
+ * what was fed: records in per task add up to the input, commits happened,
+ * the lag drains to 0, plugin builds are listed, and a plugin counter
+ * (count's null_keys) shows the records with no key.
+ */
+#include <CUnit/CUnit.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "itest.h"
+
+#define N 4000
+
+static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
+                     int32_t *partition, void *arg)
+{
+    (void)arg;
+    *partition = i % 4;
+    if (i % 100 == 7)
+        key[0] = '\0'; /* a null key: count drops it and counts it */
+    else
+        snprintf(key, klen, "k%d", i % 40);
+    snprintf(value, vlen, "{\"i\":%d}", i);
+    (void)klen;
+}
+
+/* GET /metrics from 127.0.0.1:port; returns a malloc'd body or NULL. */
+static char *scrape(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    const char *req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req, strlen(req)) < 0) {
+        close(fd);
+        return NULL;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ssize_t n;
+    while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (len + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    close(fd);
+    buf[len] = '\0';
+    char *body = strstr(buf, "\r\n\r\n");
+    char *out = body ? strdup(body + 4) : NULL;
+    free(buf);
+    return out;
+}
+
+/* Sum of every sample of `family` whose labels contain `match` (or all). */
+static double sum_of(const char *text, const char *family, const char *match)
+{
+    double sum = 0;
+    size_t fl = strlen(family);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (strncmp(line, family, fl) == 0 && (line[fl] == '{' || line[fl] == ' ')) {
+            const char *sp = end ? end : line + strlen(line);
+            while (sp > line && sp[-1] != ' ')
+                sp--;
+            char l[1024];
+            snprintf(l, sizeof l, "%.*s", (int)((end ? end : line + strlen(line)) - line), line);
+            if (!match || strstr(l, match))
+                sum += strtod(sp, NULL);
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return sum;
+}
+
+/* A port the kernel says is free right now (bind to 0, read it back). */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof sa;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static void test_metrics_endpoint(void)
+{
+    char dir[256], app[128], in[128], out[128], yaml[512], log[512];
+    it_tempdir(dir, sizeof dir);
+    it_unique(app, sizeof app, "metrics");
+    it_unique(in, sizeof in, "metrics-in");
+    it_unique(out, sizeof out, "metrics-out");
+    CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
+    CU_ASSERT_FATAL(it_produce(in, N, make_rec, NULL) == 0);
+    int port = free_port();
+    snprintf(yaml, sizeof yaml, "%s/p.yaml", dir);
+    snprintf(log, sizeof log, "%s/engine.log", dir);
+    it_write_file(yaml,
+                  "application: %s\nkafka: { bootstrap: [%s] }\nworkers: 2\n"
+                  "metrics: 127.0.0.1:%d\nstate_dir: %s/state\nplugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n  in: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
+                  "create: true, partitions: 4 }\n",
+                  app, it_bootstrap(), port, dir, KS_TEST_BUILDDIR, in, out);
+    pid_t pid = it_engine_start(yaml, "m", log);
+    it_msgs outs = {0};
+    it_consume(out, N - N / 100, 500, 90000, &outs);
+    it_msgs_free(&outs);
+    char *text = NULL;
+    double in_total = 0;
+    /* the workers publish about once a second */
+    for (int i = 0; i < 40 && in_total < N; i++) {
+        it_sleep_ms(500);
+        free(text);
+        text = scrape(port);
+        in_total = text ? sum_of(text, "kstreams_records_in_total", NULL) : 0;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    double commits = sum_of(text, "kstreams_commits_total", NULL);
+    double lag = sum_of(text, "kstreams_consumer_lag", NULL);
+    double nulls = sum_of(text, "kstreams_plugin_null_keys_total", NULL);
+    double info = sum_of(text, "kstreams_plugin_info", "plugin=\"count\"");
+    double tasks = sum_of(text, "kstreams_tasks", NULL);
+    printf("\n  scraped: records in %.0f, commits %.0f, lag %.0f, null keys %.0f, "
+           "count plugin info %.0f, tasks %.0f\n",
+           in_total, commits, lag, nulls, info, tasks);
+    CU_ASSERT_EQUAL(in_total, N);
+    CU_ASSERT(commits > 0);
+    CU_ASSERT_EQUAL(lag, 0);
+    CU_ASSERT_EQUAL(nulls, N / 100);
+    CU_ASSERT_EQUAL(info, 1);
+    CU_ASSERT_EQUAL(tasks, 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "# TYPE kstreams_records_in_total counter"));
+    free(text);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+}
+
+int main(void)
+{
+    static const it_case cases[] = {
+        {"metrics: Prometheus endpoint scraped and checked", test_metrics_endpoint},
+        {NULL, NULL}};
+    return it_main("metrics", cases);
+}

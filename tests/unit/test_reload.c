@@ -1,0 +1,219 @@
+/*
+ * test_reload.c - the task side of hot deploy, without a broker: a real
+ * topology with the reload_* test plugin builds (real dlopen), task 0 on
+ * real LMDB stores, and the steps a worker takes at its commit boundary:
+ * ks_topology_prepare_swap, ks_task_prepare_node, ks_task_swap_node,
+ * ks_task_discard_prepared, and migrations that commit or roll back with
+ * the batch.
+ */
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+#include "task.h"
+#include "topology.h"
+#include "unit/test_util.h"
+
+#define BUILD(name) KS_TEST_BUILDDIR "/tests/plugins/.libs/" name ".so"
+
+static char tmp[64], copies[128];
+static ks_topology *topo;
+static ks_task *task;
+static char last_out[256];
+static int nout;
+static int64_t offset;
+
+static int emit(void *arg, ks_task *t, const ks_topo_node *sink, const ks_record *rec)
+{
+    (void)arg, (void)t, (void)sink;
+    snprintf(last_out, sizeof last_out, "%.*s", (int)rec->value_len,
+             (const char *)rec->value);
+    nout++;
+    return 0;
+}
+
+static int changelog(void *arg, ks_task *t, int store, ks_bytes key, const ks_bytes *value)
+{
+    (void)arg, (void)t, (void)store, (void)key, (void)value;
+    return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void start(void)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/ks-reload-test-XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
+    snprintf(copies, sizeof copies, "%s/copies", tmp);
+    char yaml[2048];
+    int n = snprintf(yaml, sizeof yaml,
+                     "application: reload-test\n"
+                     "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+                     "state_dir: \"%s/state\"\n"
+                     "plugins: [\"%s\"]\n"
+                     "sources:\n  in: { topic: in, key: string, value: string }\n"
+                     "nodes:\n  - { name: tag, type: reload.tag, from: in, store: counts }\n"
+                     "sinks:\n  - { from: tag, topic: out, key: string, value: string }\n",
+                     tmp, BUILD("reload_v1"));
+    ks_pipeline *p = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL_FATAL(ks_pipeline_parse("reload.yaml", yaml, (size_t)n, &p, err, sizeof err), 0);
+    int rc = ks_topology_build(p, ks_host_api_table(), copies, &topo, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    ks_task_io io = {.emit = emit, .changelog = changelog};
+    CU_ASSERT_EQUAL_FATAL(ks_task_create(topo, 0, &io, &task, err, sizeof err), 0);
+}
+
+static void stop(void)
+{
+    ks_task_destroy(task);
+    ks_topology_free(topo);
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    task = NULL;
+    topo = NULL;
+}
+
+static ks_verdict feed(const char *key)
+{
+    ks_record rec = {.key = key, .key_len = strlen(key), .value = "x", .value_len = 1,
+                     .timestamp = 1000, .topic = "in", .partition = 0, .offset = offset++};
+    return ks_task_process(task, &topo->nodes[0], &rec);
+}
+
+static const ks_topo_node *tag_node(void)
+{
+    return ks_topology_node(topo, "tag");
+}
+
+/* Open `path` as a new build and prepare node tag on it: the return of
+ * ks_task_prepare_node, or -2 when the topology check refused it. *pl and
+ * *fns are the caller's to close/free. */
+static int prepare(const char *path, ks_plugin **pl, ks_topo_fn **fns, char *err,
+                   size_t errlen)
+{
+    CU_ASSERT_EQUAL_FATAL(ks_plugin_open(path, copies, ks_host_api_table(), pl, err, errlen), 0);
+    const ks_processor_type *pt = NULL;
+    int rc = ks_topology_prepare_swap(tag_node(), *pl, &pt, fns, err, errlen);
+    if (rc != 1)
+        return -2;
+    ks_node_build b = {.plugin = *pl, .ptype = pt, .fns = *fns, .fn_count = 0};
+    const struct ks_ctx *live = ks_task_live(task, tag_node()->index);
+    return ks_task_prepare_node(task, tag_node(), &b, live->build.ptype->state_version, err,
+                                errlen);
+}
+
+static void test_swap_at_boundary(void)
+{
+    start();
+    feed("a");
+    feed("a");
+    CU_ASSERT_STRING_EQUAL(last_out, "v1 2 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+
+    ks_plugin *v2 = NULL;
+    ks_topo_fn *fns = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL(prepare(BUILD("reload_v2"), &v2, &fns, err, sizeof err), 0);
+    feed("a"); /* prepared, not swapped: still v1 */
+    CU_ASSERT_STRING_EQUAL(last_out, "v1 3 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(ks_task_swap_node(task, tag_node()->index), 1);
+    CU_ASSERT_EQUAL(ks_task_swap_node(task, tag_node()->index), 0); /* once */
+    feed("a"); /* the new build, same store: the count goes on */
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 4 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+
+    /* a prepared build that is then refused: discard leaves v2 running */
+    ks_plugin *v1 = NULL;
+    ks_topo_fn *fns1 = NULL;
+    CU_ASSERT_EQUAL(prepare(BUILD("reload_v1"), &v1, &fns1, err, sizeof err), 0);
+    ks_task_discard_prepared(task);
+    CU_ASSERT_EQUAL(ks_task_swap_node(task, tag_node()->index), 0);
+    feed("a");
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 5 x");
+    ks_plugin_close(v1);
+    free(fns1);
+    ks_task_destroy(task); /* closes v2's instance before v2 is unloaded */
+    task = NULL;
+    ks_plugin_close(v2);
+    free(fns);
+    stop();
+}
+
+static void test_refused_builds(void)
+{
+    start();
+    char err[1024] = "";
+    ks_plugin *pl = NULL;
+    ks_topo_fn *fns = NULL;
+    CU_ASSERT_EQUAL(prepare(BUILD("reload_noproc"), &pl, &fns, err, sizeof err), -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "reload.yaml:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "has no processor type 'tag'"));
+    CU_ASSERT_PTR_NULL(fns);
+    ks_plugin_close(pl);
+
+    err[0] = '\0';
+    CU_ASSERT_EQUAL(prepare(BUILD("reload_initfail"), &pl, &fns, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "init of node 'tag'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "reload-initfail"));
+    CU_ASSERT_EQUAL(ks_task_swap_node(task, tag_node()->index), 0); /* nothing kept */
+    feed("b");
+    CU_ASSERT_STRING_EQUAL(last_out, "v1 1 x");
+    ks_plugin_close(pl);
+    free(fns);
+    stop();
+}
+
+static int64_t migrations(void)
+{
+    const struct ks_ctx *live = ks_task_live(task, tag_node()->index);
+    ks_bytes v;
+    if (ks_store_get(live->stores[0].db, (ks_bytes){"__migrations", 12}, &v) != 0)
+        return 0;
+    return v.len == 8 ? ks_int64_decode(v.data) : -1;
+}
+
+static void test_migration_commits_with_the_batch(void)
+{
+    start();
+    feed("c");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    ks_plugin *pl = NULL;
+    ks_topo_fn *fns = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL(prepare(BUILD("reload_migrate"), &pl, &fns, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_task_swap_node(task, tag_node()->index), 1);
+    CU_ASSERT_EQUAL(migrations(), 0); /* not before the first batch */
+    CU_ASSERT_EQUAL(feed("c"), KS_OK);
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 2 x");
+    ks_task_abort_stores(task); /* the batch aborts: so does the migration */
+    CU_ASSERT_EQUAL(migrations(), 0);
+    CU_ASSERT_EQUAL(feed("c"), KS_OK); /* the replay migrates again */
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(migrations(), 1);
+    CU_ASSERT_EQUAL(feed("c"), KS_OK); /* committed: never again */
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(migrations(), 1);
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 3 x");
+    ks_task_destroy(task);
+    task = NULL;
+    ks_plugin_close(pl);
+    free(fns);
+    stop();
+}
+
+void ks_test_register_reload(void)
+{
+    CU_pSuite s = CU_add_suite("reload", NULL, NULL);
+    CU_add_test(s, "swap at the boundary: once, counts go on, discard", test_swap_at_boundary);
+    CU_add_test(s, "missing type and failing init are refused", test_refused_builds);
+    CU_add_test(s, "migration commits and aborts with its batch", test_migration_commits_with_the_batch);
+}
