@@ -333,8 +333,11 @@ def main():
     print(targets(rows, meta))
     if a.chart:
         labels, series = chart_data(rows)
+        lb = (meta.get("load_before") or "?").split(" ")[0]
+        la = (meta.get("load_after") or "?").split(" ")[0]
         title = (f"{meta.get('records', '?')} records, {meta.get('partitions', '?')} partitions, "
-                 f"commit {meta.get('commit_ms', '?')} ms, one thread each; {meta.get('nproc', '?')} cores")
+                 f"commit {meta.get('commit_ms', '?')} ms, one thread each; {meta.get('nproc', '?')} "
+                 f"cores, load average {lb} before, {la} after")
         py = find_python(a.venv)
         import json
         done = False

@@ -345,9 +345,14 @@ restore() {
 swap() {
 	local id=$RUN-swap-eos-kstreams
 	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
-	local plug=$dir/plugins src=("$ROOT/plugins/count.c") b
+	local plug=$dir/plugins src=() f b
 	mkdir -p "$plug"
-	[[ -f $ROOT/plugins/window.c ]] && src+=("$ROOT/plugins/window.c")
+	# the count module's sources, as the build's own Makefile lists them
+	for f in $(make -s -C "$BUILD/plugins" --no-print-directory -f Makefile \
+		-f <(printf 'bench-print-sources:\n\t@echo $(count_la_SOURCES)\n') bench-print-sources); do
+		[[ $f == *.c ]] && src+=("$ROOT/plugins/$f")
+	done
+	((${#src[@]})) || { log "swap: cannot find the count plugin's sources"; return 0; }
 	for b in 1 2; do
 		cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic -I"$ROOT/include" \
 			-DKS_BUILD_ID="\"bench-swap-$RUN-$b\"" -o "$plug/count-$b.so" "${src[@]}" ||

@@ -162,6 +162,13 @@ static int ensure_topic(rd_kafka_t *rk, const char *topic, int create, int parti
                         int *count, char *err, size_t errlen)
 {
     int n = ks_kafka_partition_count(rk, topic, 10000, err, errlen);
+    /* a topic created a moment ago may not be in the broker's metadata yet
+     * (seen on Kafka 3.9): look again for a few seconds before calling it
+     * missing */
+    for (int i = 0; n == 0 && !create && i < 25; i++) {
+        rd_kafka_poll(rk, 200);
+        n = ks_kafka_partition_count(rk, topic, 10000, err, errlen);
+    }
     if (n < 0)
         return -1;
     if (n == 0) {
