@@ -395,7 +395,9 @@ static void test_kill9_probe(void)
         check_topic(topic, 100, 5, per_part, 8);
     }
     printf("  %d of 3 kills left DISPATCHING rows for the probe\n", probed);
-    CU_ASSERT(probed >= 2);
+    /* how many of the later kills land mid-dispatch depends on the machine's
+     * speed; the kill right after the posts always does */
+    CU_ASSERT(probed >= 1);
 }
 
 /* --- 4. two instances assign at once ------------------------------------- */
