@@ -16,6 +16,9 @@
 #define KS_FAULT_AFTER_COMMIT "after-kafka-commit"
 #define KS_FAULT_AFTER_STORES "after-store-commit"
 #define KS_FAULT_DURING_RESTORE "during-restore"
+/* Points of the outbox's requests consumer (outbox_requests.c). */
+#define KS_FAULT_REQUESTS_HELD "outbox-requests-held"
+#define KS_FAULT_REQUESTS_COMMITTED "outbox-requests-committed"
 
 /* Die with SIGKILL if KS_CRASH_AT names `point` and this is its n-th
  * visit. Thread-safe. */

@@ -13,6 +13,8 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "outbox.h"
+#include "outbox_requests.h"
 #include "task.h"
 
 /* A host-owned buffer for named functions' outputs. */
@@ -328,6 +330,55 @@ static const char *api_application_id(ks_ctx *ctx)
     return ctx_ok(ctx) ? ctx->task->topo->pipeline->application : NULL;
 }
 
+/* ---- outbox (1.2) --------------------------------------------------------- */
+
+static int user_ok(ks_bytes user)
+{
+    return user.data && user.len > 0 && user.len <= KS_OUTBOX_MAX_USER &&
+           !memchr(user.data, '\0', user.len);
+}
+
+static int api_outbox_enqueue(ks_ctx *ctx, const char *outbox, ks_bytes user,
+                              ks_bytes payload, char *id_out, size_t id_len)
+{
+    if (!ctx_ok(ctx) || !outbox || !id_out || id_len < KS_OUTBOX_ID_LEN + 1 ||
+        !user_ok(user) || (payload.len && !payload.data))
+        return KS_ERR_INVALID;
+    ks_task *task = ctx->task;
+    const ks_record *in = task->current;
+    if (ctx->phase != KS_PHASE_PROCESS || !in || !in->topic || in->offset < 0)
+        return KS_ERR_STATE;
+    const ks_pipeline *p = task->topo->pipeline;
+    if (!p->outbox || strcmp(p->outbox->name, outbox) != 0)
+        return KS_ERR_NOT_FOUND;
+    if ((int64_t)payload.len > p->outbox->max_event_bytes)
+        return KS_ERR_TOO_LARGE;
+    if (!task->io.emit_topic)
+        return KS_ERR_UNSUPPORTED;
+    char id[KS_OUTBOX_ID_LEN + 1];
+    if (ks_outbox_derive_id(p->application, in->topic, in->partition, in->offset,
+                            task->outbox_calls, id) != 0)
+        return KS_ERR_TOO_LARGE; /* over KS_OUTBOX_MAX_RANK events for one record */
+    char topic[512];
+    ks_outbox_requests_topic(p, topic, sizeof topic);
+    ks_header h = {KS_OUTBOX_ID_HEADER, id, KS_OUTBOX_ID_LEN};
+    ks_record r = {.key = user.data,
+                   .key_len = user.len,
+                   .value = payload.data,
+                   .value_len = payload.len,
+                   .timestamp = in->timestamp,
+                   .partition = -1,
+                   .offset = -1,
+                   .headers = &h,
+                   .header_count = 1};
+    int rc = task->io.emit_topic(task->io.arg, task, topic, &r);
+    if (rc)
+        return rc;
+    task->outbox_calls++;
+    memcpy(id_out, id, sizeof id);
+    return 0;
+}
+
 static const ks_host_api host_api = {
     .struct_size = sizeof(ks_host_api),
     .abi_major = KS_ABI_MAJOR,
@@ -356,6 +407,7 @@ static const ks_host_api host_api = {
     .buf_get = api_buf_get,
     .metric_add = api_metric_add,
     .application_id = api_application_id,
+    .outbox_enqueue = api_outbox_enqueue,
 };
 
 const ks_host_api *ks_host_api_table(void) { return &host_api; }

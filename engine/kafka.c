@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "outbox_requests.h"
 
 int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
                  size_t errlen)
@@ -231,6 +232,14 @@ int ks_kafka_prepare_topics(ks_topology *topo, char *err, size_t errlen)
         int n;
         if (ensure_topic(rk, p->dead_letter_topic, 1, tasks, p->replication_factor, NULL,
                          "dead-letter", &n, err, errlen) != 0)
+            goto out;
+    }
+    if (p->outbox) {
+        char topic[512];
+        int n;
+        ks_outbox_requests_topic(p, topic, sizeof topic);
+        if (ensure_topic(rk, topic, 1, tasks, p->replication_factor, NULL, "outbox requests",
+                         &n, err, errlen) != 0)
             goto out;
     }
     static const char *const compact[] = {"cleanup.policy", "compact", NULL};

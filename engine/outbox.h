@@ -134,6 +134,54 @@ int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
 /* Number of rows per status (counts[KS_OUTBOX_STATUS_COUNT]). */
 int ks_outbox_counts(ks_outbox *ob, uint64_t *counts);
 
+/* ---- events from processors (api->outbox_enqueue) --------------------
+ *
+ * A processor's event travels as a request record through the Kafka topic
+ * ks_outbox_requests_topic() inside the processor's transaction; the
+ * outbox's requests consumer (outbox_requests.c) turns each into a row:
+ * held (PREQUEUED) until the consumer's offset commit for the request is
+ * known to have succeeded, then released to PENDING. A row whose request
+ * was not committed is forgotten, since the request will be consumed
+ * again (by this instance or the one that takes its partition). */
+
+#define KS_OUTBOX_MAX_RANK 1024u /* events per input record */
+
+/* The id of the `rank`-th event a processor hands the outbox while
+ * processing the input record at topic/partition/offset: the same in
+ * every process and on every replay. 0, or KS_ERR_INVALID (bad input,
+ * rank >= KS_OUTBOX_MAX_RANK). */
+int ks_outbox_derive_id(const char *application, const char *topic, int32_t partition,
+                        int64_t offset, uint32_t rank, char id_out[KS_OUTBOX_ID_LEN + 1]);
+
+/* One request record, borrowed. */
+typedef struct ks_outbox_request {
+    const char *id; /* KS_OUTBOX_ID_LEN hex digits */
+    const char *user;
+    const char *topic; /* where the event is published */
+    const void *payload;
+    size_t payload_len;
+    int32_t partition; /* of the request record */
+    int64_t offset;
+} ks_outbox_request;
+
+/* Add each request as a held PREQUEUED row remembering its request's
+ * partition/offset, in one committed txn. An id already present (in any
+ * status) is a replay and is left alone. *added counts new rows. 0,
+ * KS_ERR_INVALID (a bad request: nothing written), KS_ERR_STORE_FULL,
+ * KS_ERR_IO. */
+int ks_outbox_hold_requests(ks_outbox *ob, const ks_outbox_request *reqs, size_t n,
+                            size_t *added);
+
+enum { KS_HELD_KEEP = 0, KS_HELD_RELEASE = 1, KS_HELD_FORGET = 2 };
+/* What to do with a held row whose request is at partition/offset. */
+typedef int (*ks_outbox_held_fate)(void *arg, int32_t partition, int64_t offset);
+
+/* Ask `fate` about every held row and release (PREQUEUED -> PENDING) or
+ * forget (delete) it, in one committed txn; counts in *released and
+ * *forgotten. 0 or a negative ks_err (nothing changed). */
+int ks_outbox_settle_held(ks_outbox *ob, ks_outbox_held_fate fate, void *arg,
+                          size_t *released, size_t *forgotten);
+
 /* Milliseconds since the epoch (wall clock). */
 int64_t ks_outbox_now_ms(void);
 

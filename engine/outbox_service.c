@@ -15,6 +15,7 @@
 #include "http.h"
 #include "log.h"
 #include "outbox.h"
+#include "outbox_requests.h"
 #include "outbox_results.h"
 
 struct ks_outbox_service {
@@ -22,6 +23,7 @@ struct ks_outbox_service {
     ks_http *http;
     ks_dispatcher *disp;
     ks_outbox_results *results; /* mailbox results -> rows */
+    ks_outbox_requests *requests; /* processors' events -> rows */
 };
 
 void ks_outbox_dir(const ks_pipeline *p, char *buf, size_t len)
@@ -44,6 +46,8 @@ int ks_outbox_service_start(const ks_pipeline *p, ks_outbox_service **out, char 
     if (rc == 0)
         rc = ks_outbox_results_start(s->ob, p, &s->results, err, errlen);
     if (rc == 0)
+        rc = ks_outbox_requests_start(s->ob, p, &s->requests, err, errlen);
+    if (rc == 0)
         rc = ks_http_start(s->ob, p->outbox, &s->http, err, errlen);
     if (rc) {
         ks_outbox_service_stop(s);
@@ -65,6 +69,7 @@ void ks_outbox_service_stop(ks_outbox_service *s)
     if (!s)
         return;
     ks_http_stop(s->http);
+    ks_outbox_requests_stop(s->requests); /* before the dispatcher: it settles */
     ks_dispatcher_stop(s->disp);
     ks_outbox_results_stop(s->results);
     ks_outbox_close(s->ob);

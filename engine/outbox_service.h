@@ -1,7 +1,8 @@
 /*
  * outbox_service.h - the outbox of a pipeline as one unit the engine
  * starts and stops: the LMDB outbox (<state_dir>/<application>/outbox),
- * its HTTP endpoint and its dispatcher thread.
+ * its HTTP endpoint, its dispatcher thread and the consumers of its
+ * requests (events from processors) and results (from the mailbox).
  */
 #ifndef KS_OUTBOX_SERVICE_H
 #define KS_OUTBOX_SERVICE_H

@@ -44,6 +44,9 @@
 #define KS_STORE_META "__meta"
 #define KS_STORE_CKPT_PREFIX "ckpt:"
 #define KS_STORE_ERRLEN 512
+/* Pages of each map kept free for LMDB's own commit (see
+ * ks_store_prepare_commit): 32 KiB with 4 KiB pages. */
+#define KS_STORE_COMMIT_RESERVE_PAGES 8
 
 struct ks_store_db {
     ks_store_env *env;
@@ -211,6 +214,16 @@ static unsigned long long env_map_size(ks_store_env *env)
     return (unsigned long long)info.me_mapsize;
 }
 
+/* "store 'a'" or "stores 'a', 'b'": the stores of env, for messages about
+ * the whole environment (commit). */
+static void env_subject(const ks_store_env *env, char *out, size_t len)
+{
+    size_t n = (size_t)snprintf(out, len, "%s", env->ndbs == 1 ? "store" : "stores");
+    for (size_t i = 0; i < env->ndbs && n < len; i++)
+        n += (size_t)snprintf(out + n, len - n, "%s'%s'", i ? ", " : " ",
+                              env->dbs[i]->name);
+}
+
 /*
  * Record a failed write (put/del/checkpoint_set/commit). `db` is NULL for
  * commit. LMDB marks the txn as failed after such an error, so ours is
@@ -220,11 +233,11 @@ static int write_failed(ks_store_env *env, ks_store_db *db, const char *what,
                         int rc)
 {
     int kerr = map_rc(rc);
-    char subject[KS_STORE_MAX_NAME + 64];
+    char subject[KS_STORE_ERRLEN / 2];
     if (db)
         snprintf(subject, sizeof subject, "store '%s'", db->name);
     else
-        snprintf(subject, sizeof subject, "stores");
+        env_subject(env, subject, sizeof subject);
     if (rc == MDB_MAP_FULL)
         set_err(env,
                 "%s in %s: LMDB map full (map_size %llu bytes); raise "
@@ -235,6 +248,9 @@ static int write_failed(ks_store_env *env, ks_store_db *db, const char *what,
                 "%s in %s: %s: transaction too large (too many dirty pages); "
                 "commit smaller batches",
                 subject, env->dir, what);
+    else if (rc == ENOSPC || rc == EIO) /* LMDB: a short write is EIO */
+        set_err(env, "%s in %s: %s: %s (is its file system full?)", subject,
+                env->dir, what, mdb_strerror(rc));
     else
         set_err(env, "%s in %s: %s: %s", subject, env->dir, what,
                 mdb_strerror(rc));
@@ -747,6 +763,77 @@ int ks_store_commit(ks_store_env *env)
     if (rc)
         return write_failed(env, NULL, "commit", rc);
     return 0;
+}
+
+/*
+ * Before the Kafka commit: make sure that LMDB's own commit of this batch
+ * will not run out of pages. mdb_txn_commit allocates a few pages itself
+ * (the main database's records of the stores, the free list), and a map
+ * that fills up there would fail the LMDB commit AFTER the Kafka
+ * transaction has committed. So a nested transaction tries to take
+ * KS_STORE_COMMIT_RESERVE_PAGES more (contiguous) pages and is aborted: if
+ * it cannot, the map counts as full now, while the whole batch can still
+ * be aborted. The nested transaction changes nothing in the batch (LMDB
+ * discards it whole). The price: those pages of each map stay free. The
+ * commit needs about 3 pages plus one per 500 pages the batch changed, so
+ * a batch changing more than ~2500 pages (10 MiB) could still fill the map
+ * inside the commit: the worker then stops as after a crash between the
+ * Kafka and the LMDB commit, and the restart replays the batch from the
+ * changelog.
+ */
+int ks_store_prepare_commit(ks_store_env *env)
+{
+    if (!env)
+        return KS_ERR_INVALID;
+    if (!env->wtxn)
+        return 0;
+    if (env->dead) {
+        memcpy(env->last_error, env->dead_msg, sizeof env->last_error);
+        return env->dead_rc;
+    }
+    if (env->scanning) {
+        set_err(env, "%s: commit inside a range scan", env->dir);
+        return KS_ERR_STATE;
+    }
+    static const char key[] = "~commit-reserve"; /* never committed */
+    MDB_stat est;
+    int rc = mdb_env_stat(env->mdb, &est);
+    size_t psize = rc == 0 ? est.ms_psize : 4096;
+    MDB_txn *probe = NULL;
+    rc = mdb_txn_begin(env->mdb, env->wtxn, 0, &probe);
+    if (rc == 0) {
+        /* a value of N-1 pages takes N overflow pages (page header) */
+        MDB_val k = {sizeof key - 1, (void *)key};
+        MDB_val v = {(KS_STORE_COMMIT_RESERVE_PAGES - 1) * psize, NULL};
+        rc = mdb_put(probe, env->meta, &k, &v, MDB_RESERVE);
+        mdb_txn_abort(probe);
+    }
+    if (rc == MDB_MAP_FULL) {
+        char subject[KS_STORE_ERRLEN / 2];
+        env_subject(env, subject, sizeof subject);
+        set_err(env,
+                "%s in %s: LMDB map full (map_size %llu bytes, of which %zu are "
+                "kept free for LMDB's commit); raise `map_size` of the store in "
+                "the pipeline YAML",
+                subject, env->dir, env_map_size(env),
+                KS_STORE_COMMIT_RESERVE_PAGES * psize);
+        env->dead = 1;
+        env->dead_rc = KS_ERR_STORE_FULL;
+        memcpy(env->dead_msg, env->last_error, sizeof env->dead_msg);
+        return KS_ERR_STORE_FULL;
+    }
+    if (rc)
+        return write_failed(env, NULL, "commit reserve", rc);
+    return 0;
+}
+
+int ks_store_batch_error(const ks_store_env *env, const char **msg)
+{
+    if (!env || !env->dead)
+        return 0;
+    if (msg)
+        *msg = env->dead_msg;
+    return env->dead_rc;
 }
 
 void ks_store_abort(ks_store_env *env)

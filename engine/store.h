@@ -87,6 +87,16 @@ int ks_store_begin(ks_store_env *env);
 /* Commit the batch. On KS_ERR_STORE_FULL or KS_ERR_IO the txn is gone and
  * nothing of it persisted. */
 int ks_store_commit(ks_store_env *env);
+/* Before the Kafka commit of the batch: check that LMDB's own commit will
+ * find the pages it needs (32 KiB of each map are kept free for it), so
+ * that a full map is found while the batch can still be aborted. 0 (also
+ * with no txn open); KS_ERR_STORE_FULL marks the txn dead, like a failed
+ * put (ks_store_last_error names the stores and the directory). */
+int ks_store_prepare_commit(ks_store_env *env);
+/* The error that killed the open batch txn (a put, delete, checkpoint or
+ * prepare that failed, e.g. KS_ERR_STORE_FULL), with its message in *msg
+ * (valid until the txn ends); 0 while the txn is alive or none is open. */
+int ks_store_batch_error(const ks_store_env *env, const char **msg);
 /* Abort the batch: every write since begin is undone. */
 void ks_store_abort(ks_store_env *env);
 /* Non-zero while a write transaction is open. */

@@ -225,6 +225,7 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
 ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_record *rec)
 {
     task->current = rec;
+    task->outbox_calls = 0;
     task->verdict = ks_task_run_migrations(task);
     task->records_in++;
     if (rec->timestamp > task->stream_time)
@@ -297,6 +298,21 @@ static void migrations_end(ks_task *task, int committed)
         if (committed)
             ctx->migrate_pending = 0;
     }
+}
+
+int ks_task_prepare_stores(ks_task *task)
+{
+    if (!task->env || !ks_store_in_txn(task->env))
+        return 0;
+    const ks_pipeline *p = task->topo->pipeline;
+    for (size_t s = 0; s < p->store_count; s++) {
+        if (task->changelog_hi[s] < 0)
+            continue;
+        int rc = ks_store_checkpoint_set(task->dbs[s], task->changelog_hi[s] + 1);
+        if (rc != 0)
+            return rc;
+    }
+    return ks_store_prepare_commit(task->env);
 }
 
 int ks_task_commit_stores(ks_task *task)

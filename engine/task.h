@@ -27,6 +27,10 @@ typedef struct ks_task_io {
      * `store` indexes pipeline->stores. May be NULL (no changelog). */
     int (*changelog)(void *arg, ks_task *task, int store, ks_bytes key,
                      const ks_bytes *value);
+    /* Send `rec` to `topic`, which is no sink of the graph (the outbox's
+     * requests topic), in the same batch as the sinks. Must copy what it
+     * keeps. May be NULL (the owner offers no such output: KS_ERR_UNSUPPORTED). */
+    int (*emit_topic)(void *arg, ks_task *task, const char *topic, const ks_record *rec);
     /* Where plugin counters (api->metric_add) go; may be NULL. */
     struct ks_metrics *metrics;
 } ks_task_io;
@@ -90,6 +94,7 @@ struct ks_task {
     ks_store_db **dbs;   /* per pipeline store */
     int64_t stream_time;
     const ks_record *current; /* the source record being processed */
+    uint32_t outbox_calls;    /* outbox_enqueue calls for `current` so far */
     ks_verdict verdict;       /* worst verdict of the current record */
     char where[96];           /* "task-3" for logs */
     char state_dir[4096];
@@ -175,6 +180,11 @@ ks_verdict ks_task_run_migrations(ks_task *task);
 
 /* Store batch control, for the owner's commit sequence. */
 int ks_task_begin(ks_task *task);
+/* Before the Kafka commit (changelog_hi known): set each written store's
+ * checkpoint and check that LMDB's commit will find its pages
+ * (ks_store_prepare_commit). Non-zero: the batch must be aborted;
+ * ks_store_last_error(task->env) says why. */
+int ks_task_prepare_stores(ks_task *task);
 /* Set each written store's checkpoint from changelog_hi and commit LMDB. */
 int ks_task_commit_stores(ks_task *task);
 void ks_task_abort_stores(ks_task *task);

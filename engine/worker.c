@@ -177,6 +177,18 @@ static int produce(ks_worker *w, const char *topic, int32_t partition, const voi
     }
 }
 
+/* The record's headers for producev (which takes them over), or NULL. */
+static rd_kafka_headers_t *record_headers(const ks_record *rec)
+{
+    if (!rec->header_count)
+        return NULL;
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(rec->header_count);
+    for (size_t i = 0; i < rec->header_count; i++)
+        rd_kafka_header_add(hdrs, rec->headers[i].name, -1, rec->headers[i].value,
+                            (ssize_t)rec->headers[i].value_len);
+    return hdrs;
+}
+
 static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_record *rec)
 {
     ks_worker *w = arg;
@@ -187,15 +199,17 @@ static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_
                  sink->name, sink->sink->topic, why);
         return KS_ERR_INVALID;
     }
-    rd_kafka_headers_t *hdrs = NULL;
-    if (rec->header_count) {
-        hdrs = rd_kafka_headers_new(rec->header_count);
-        for (size_t i = 0; i < rec->header_count; i++)
-            rd_kafka_header_add(hdrs, rec->headers[i].name, -1, rec->headers[i].value,
-                                (ssize_t)rec->headers[i].value_len);
-    }
     return produce(w, sink->sink->topic, RD_KAFKA_PARTITION_UA, rec->key, rec->key_len,
-                   rec->value, rec->value_len, rec->timestamp, NULL, hdrs);
+                   rec->value, rec->value_len, rec->timestamp, NULL, record_headers(rec));
+}
+
+/* The outbox's requests: keyed by user id, so one user's events stay in
+ * order in one partition. */
+static int on_emit_topic(void *arg, ks_task *task, const char *topic, const ks_record *rec)
+{
+    (void)task;
+    return produce(arg, topic, RD_KAFKA_PARTITION_UA, rec->key, rec->key_len, rec->value,
+                   rec->value_len, rec->timestamp, NULL, record_headers(rec));
 }
 
 static int on_changelog(void *arg, ks_task *task, int store, ks_bytes key,
@@ -404,7 +418,8 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             rd_kafka_message_destroy(m);
             ks_fault_point(KS_FAULT_DURING_RESTORE);
             if (rc != 0) {
-                fail(w, "restore of %s [%d]: store write failed (%d)", topic, (int)part, rc);
+                fail(w, "restore of %s [%d]: store write failed (%d): %s", topic, (int)part,
+                     rc, ks_store_last_error(task->env));
                 break;
             }
             done++;
@@ -432,6 +447,11 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
     rd_kafka_topic_partition_list_destroy(tp);
     if (rc == 0) {
         rc = ks_task_commit_stores(task);
+        if (rc != 0) {
+            fail(w, "restore of %s [%d]: committing the store failed (%d): %s", topic,
+                 (int)part, rc, ks_store_last_error(task->env));
+            return rc;
+        }
         double secs = (double)(now_ms() - started) / 1000.0;
         char l[512];
         snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", w->p->stores[store].name,
@@ -462,7 +482,11 @@ static int open_task(ks_worker *w, int32_t partition)
     if (w->tasks[partition])
         return 0;
     ks_task_io io = {
-        .arg = w, .emit = on_emit, .changelog = on_changelog, .metrics = w->eng->metrics};
+        .arg = w,
+        .emit = on_emit,
+        .emit_topic = on_emit_topic,
+        .changelog = on_changelog,
+        .metrics = w->eng->metrics};
     char err[1024];
     ks_task *task;
     if (ks_task_create(w->topo, partition, &io, &task, err, sizeof err) != 0) {
@@ -673,12 +697,43 @@ static int commit_stores(ks_worker *w)
             continue;
         int rc = ks_task_commit_stores(w->tasks[p]);
         if (rc != 0) {
-            fail(w, "task %d: committing its stores failed (%d)%s", (int)p, rc,
-                 rc == KS_ERR_STORE_FULL ? ": store map full, raise map_size" : "");
+            fail(w, "task %d: committing its stores failed (%d): %s%s", (int)p, rc,
+                 ks_store_last_error(w->tasks[p]->env),
+                 w->eos ? " (the Kafka transaction committed: the restart restores the "
+                          "batch from the changelog)"
+                        : "");
             return -1;
         }
     }
     return 0;
+}
+
+/* Before the Kafka commit: checkpoints written, and room left for LMDB's
+ * own commit (ks_store_prepare_commit), so that a full map stops the
+ * engine while the batch can still be aborted. */
+static int prepare_stores(ks_worker *w)
+{
+    for (int32_t p = 0; p < w->partitions; p++) {
+        if (!w->tasks[p] || ks_task_prepare_stores(w->tasks[p]) == 0)
+            continue;
+        char msg[700];
+        snprintf(msg, sizeof msg, "task %d: %s", (int)p, ks_store_last_error(w->tasks[p]->env));
+        abort_batch(w, msg);
+        fail(w, "%s", msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The store of `task` is full (its batch txn died of it): the message,
+ * copied into buf, or NULL. A replay cannot help; raising map_size can. */
+static const char *store_full(ks_task *task, char *buf, size_t len)
+{
+    const char *msg = NULL;
+    if (!task->env || ks_store_batch_error(task->env, &msg) != KS_ERR_STORE_FULL)
+        return NULL;
+    snprintf(buf, len, "%s", msg);
+    return buf;
 }
 
 static int commit_eos(ks_worker *w)
@@ -690,6 +745,8 @@ static int commit_eos(ks_worker *w)
             abort_batch(w, "a task changed owner during the batch");
             return -1;
         }
+    if (prepare_stores(w) != 0)
+        return -1;
     rd_kafka_topic_partition_list_t *offs = batch_offsets(w);
     rd_kafka_error_t *e = NULL;
     ks_fault_point(KS_FAULT_BEFORE_OFFSETS);
@@ -888,6 +945,13 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     w->process_seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     w->processed++;
+    char full[600];
+    if (v != KS_OK && store_full(task, full, sizeof full)) {
+        abort_batch(w, "store map full");
+        fail(w, "processing failed at %s/%d/%lld: %s", rec.topic, (int)part,
+             (long long)m->offset, full);
+        return;
+    }
     switch (v) {
     case KS_OK:
         break;
@@ -934,6 +998,12 @@ static void punctuate_all(ks_worker *w)
         if (begin_batch(w) != 0)
             return;
         if (ks_task_punctuate_wallclock(task, now) != KS_OK) {
+            char full[600];
+            if (store_full(task, full, sizeof full)) {
+                abort_batch(w, "store map full");
+                fail(w, "punctuation of task %d failed: %s", (int)p, full);
+                return;
+            }
             abort_batch(w, "a punctuation failed");
             return;
         }

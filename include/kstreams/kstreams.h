@@ -32,6 +32,8 @@
  *  1.0  first version.
  *  1.1  ks_host_api.application_id (the application id = the consumer group;
  *       the mailbox's idempotency ledger keys on it).
+ *  1.2  ks_host_api.outbox_enqueue (hand the outbox an event, atomically
+ *       with the processor's store writes).
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -44,7 +46,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 1
+#define KS_ABI_MINOR 2
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -413,7 +415,33 @@ struct ks_host_api {
      * group of its sources. Borrowed for the ctx's lifetime; NULL for a
      * bad ctx. Any phase. */
     const char *(*application_id)(ks_ctx *ctx);
+
+    /* --- 1.2 ----------------------------------------------------------- */
+
+    /*
+     * Hand the pipeline's outbox (`outbox:` in the YAML, named `outbox`)
+     * an event for `user` (the canonical user id, 1..200 bytes of text;
+     * the Kafka key it is published under) with `payload` (copied; at
+     * most the outbox's max_event_bytes). The event commits with this
+     * record's batch: under exactly-once it exists iff the processor's
+     * store writes and the input offset commit, and a replayed record
+     * yields the same event, never a second one. Its id (32 hex digits
+     * and a NUL) goes into id_out, which must hold KS_OUTBOX_EVENT_ID_SIZE:
+     * the id is derived from the input record's topic, partition and
+     * offset and the call's rank within the record, so a replay gets the
+     * same id. Only from process(). NOT_FOUND: the pipeline has no
+     * outbox of that name; INVALID: bad user/payload/buffer; TOO_LARGE:
+     * payload over max_event_bytes or over 1024 events for one record;
+     * STATE: not in process(); IO: the event could not be queued (return
+     * KS_RETRY). Status: GET /outbox/events/<id> or `kstreams
+     * outbox-status`.
+     */
+    int (*outbox_enqueue)(ks_ctx *ctx, const char *outbox, ks_bytes user, ks_bytes payload,
+                          char *id_out, size_t id_len);
 };
+
+/* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */
+#define KS_OUTBOX_EVENT_ID_SIZE 33
 
 /* True when the host table has `member` (for members after 1.0). */
 #define KS_API_HAS(api, member)                                              \

@@ -3,11 +3,13 @@
 # DESTDIR), the "first plugin" of README.md compiled with nothing but
 # `pkg-config --cflags kstreams`, checked and run by the installed binary
 # against the real broker; and `kstreams check` on every invalid YAML
-# fixture printing exactly the FILE:LINE:COL error the fixture expects.
+# fixture printing exactly the FILE:LINE:COL error the fixture expects; and
+# the commands of examples/page-views, examples/windows and examples/mailbox
+# README.md as written, their outputs compared with what the READMEs show.
 # Prints "readme: N passed, N failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD=${KS_BUILD:-$ROOT/build}
+BUILD=$(cd "${KS_BUILD:-$ROOT/build}" && pwd)
 BOOT=${KS_BOOTSTRAP:-127.0.0.1:9092}
 KCAT=$(command -v kcat || command -v kafkacat)
 WORK=$(mktemp -d /tmp/ks-readme-XXXXXX)
@@ -86,6 +88,123 @@ else
   bad "re-keying check: exit $st, '$got'"
 fi
 
+# 6. the examples' READMEs, their commands as written, against the broker
+# (docs/*.md and the README blocks without a broker: test_docs.sh). Each
+# example runs in a copy under $WORK with `build` linked to the build tree,
+# and with this run's broker, application id and topic names.
+cd "$WORK" || exit 1
+ln -s "$BUILD" "$WORK/build"
+
+# The ```sh block after the line matching $2 in README $1.
+sh_block_after() {
+  awk -v pat="$2" 'found && /^```sh/ { inb = 1; next } inb && /^```/ { exit }
+                   inb { print } index($0, pat) { found = 1 }' "$1"
+}
+# The untagged block after the line matching $2.
+text_block_after() {
+  awk -v pat="$2" 'found && /^```$/ { if (inb) exit; inb = 1; next }
+                   inb { print } index($0, pat) { found = 1 }' "$1"
+}
+# Run the commands of a README block ($1, a file) up to its final consumer
+# (`kcat -C ...` to the end of the block) in the current directory; the
+# engine it starts with `&` is remembered in $WORK/engine.pid, and the
+# producer waits until the engine created source topic $2 with $3
+# partitions (a user typing the commands is slower than a script).
+run_readme_setup() {
+  awk -v topic="$2" -v parts="$3" -v pidf="$WORK/engine.pid" '
+    /^kcat -C/ { exit }
+    { print }
+    /&[ \t]*(#.*)?$/ && !/&&/ {
+      print "echo $! >" pidf
+      print "for _ in $(seq 150); do \"$KCAT\" -b \"$BOOT\" -L -t " topic \
+            " 2>/dev/null | grep -q \"partition " parts - 1 ",\" && break; sleep 0.2; done" }' "$1" >"$1.setup"
+  awk '/^kcat -C/ { p = 1 } p' "$1" >"$1.consume"
+  KCAT=$KCAT BOOT=$BOOT bash -uo pipefail "$1.setup"
+}
+# Run the consumer part until its output has $2 lines (at most 60 s).
+consume_until() {
+  local out n
+  for _ in $(seq 120); do
+    out=$(timeout 20 bash "$1.consume" 2>/dev/null)
+    n=$(grep -c . <<<"$out")
+    [ "$n" -ge "$2" ] && break
+    sleep 0.5
+  done
+  echo "$out"
+}
+stop_engine() {
+  local pid
+  pid=$(cat "$WORK/engine.pid" 2>/dev/null) || return 1
+  kill -TERM "$pid" 2>/dev/null
+  for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  kill -KILL "$pid" 2>/dev/null
+  return 1
+}
+
+# 6a. examples/page-views/README.md, "By hand"
+s=$$
+mkdir -p pv/examples/page-views && ln -s "$BUILD" pv/build
+sed -e "s#127.0.0.1:9092#$BOOT#" -e "s#^application: page-views#application: pv-$s#" \
+    -e "s#topic: page-views,#topic: page-views-$s,#" -e "s#topic: views-per-user,#topic: views-per-user-$s,#" \
+    "$ROOT/examples/page-views/pipeline.yaml" >pv/examples/page-views/pipeline.yaml
+sh_block_after "$ROOT/examples/page-views/README.md" "test_readme.sh runs this block" |
+  sed -e "s#127.0.0.1:9092#$BOOT#g" -e "s#-t page-views #-t page-views-$s #" \
+      -e "s#-t views-per-user #-t views-per-user-$s #" >pv.block
+(cd pv && run_readme_setup "$WORK/pv.block" "page-views-$s" 4) >pv.log 2>&1
+got=$(cd pv && consume_until "$WORK/pv.block" 1)
+if [ "$got" = "alice 1" ]; then
+  ok "examples/page-views/README.md by hand: check, run, produce, consume: '$got'"
+else
+  bad "examples/page-views/README.md by hand: got '$got' (log $WORK/pv.log)"
+fi
+stop_engine && ok "page-views engine: clean stop" || bad "page-views engine did not stop"
+
+# 6b. examples/windows/README.md, "Run it": the outputs the README shows
+readme=$ROOT/examples/windows/README.md
+mkdir -p win/examples/windows && ln -s "$BUILD" win/build
+subst=(-e "s#127.0.0.1:9092#$BOOT#g" -e "s#page-views-windows#pvw-$s#"
+       -e "s#page-views-w\b#page-views-w-$s#g" -e "s#views-per-minute#views-per-minute-$s#g"
+       -e "s#views-per-session#views-per-session-$s#g" -e "s#bytes-per-session#bytes-per-session-$s#g")
+sed "${subst[@]}" "$ROOT/examples/windows/pipeline.yaml" >win/examples/windows/pipeline.yaml
+sh_block_after "$readme" "test_readme.sh runs this block" | sed "${subst[@]}" >win.block
+(cd win && run_readme_setup "$WORK/win.block" "page-views-w-$s" 2) >win.log 2>&1
+got=$(cd win/examples/windows && consume_until "$WORK/win.block" 3 | sort)
+want=$(text_block_after "$readme" "then holds" | sort)
+if [ -n "$want" ] && [ "$got" = "$want" ]; then
+  ok "examples/windows/README.md: views-per-minute holds the README's 3 windows"
+else
+  bad "examples/windows/README.md: views-per-minute: want '$want', got '$got' (log $WORK/win.log)"
+fi
+# "bytes-per-session holds alice's session [1000, 61000] with 158 bytes and
+# bob's [30000, 30000] with 10"
+sed -e "s#views-per-minute-$s#bytes-per-session-$s#" win.block.consume >win.bytes.consume
+got=$(consume_until "$WORK/win.bytes" 2 | sort | tr '\n' '|')
+want='{"key":"alice","start":1000,"end":61000} 158|{"key":"bob","start":30000,"end":30000} 10|'
+tr '\n' ' ' <"$readme" | grep -qF "alice's session \`[1000, 61000]\` with 158 bytes and bob's \`[30000, 30000]\` with 10" ||
+  bad "examples/windows/README.md no longer states the bytes-per-session result this test checks"
+[ "$got" = "$want" ] && ok "examples/windows/README.md: bytes-per-session as stated" ||
+  bad "examples/windows/README.md: bytes-per-session: want '$want', got '$got'"
+stop_engine && ok "windows engine: clean stop (kill %1)" || bad "windows engine did not stop"
+
+# 6c. examples/mailbox/README.md, "Run it": run.sh prints the statuses shown
+port=$((20000 + $$ % 20000))
+while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done # in use
+out=$(KS_BUILD=$BUILD KS_BOOTSTRAP=$BOOT PORT=$port timeout 300 "$ROOT/examples/mailbox/run.sh" 2>&1)
+st=$?
+want=$(text_block_after "$ROOT/examples/mailbox/README.md" "Run it" | sed -n '/^== statuses/,/^FAILURE/p')
+got=$(sed -n '/^== statuses/,/^FAILURE/p' <<<"$out")
+if [ $st -eq 0 ] && [ -n "$want" ] && [ "$got" = "$want" ]; then
+  ok "examples/mailbox/run.sh: the statuses of the README"
+else
+  bad "examples/mailbox/run.sh: exit $st, statuses '$got', README '$want'"
+fi
+first=$(sed -n '/^== first event/{n;p}' <<<"$out")
+case $first in
+  '{"id":"'*'","status":"SUCCESS","user":"user-01",'*'"result":"{\"balance\":10}"'*) ok "mailbox: first event as in the README" ;;
+  *) bad "mailbox: first event '$first'" ;;
+esac
+
+cd "$ROOT" || exit 1
 rm -rf "$WORK"
 echo "readme: $passed passed, $failed failed"
 [ $failed -eq 0 ]

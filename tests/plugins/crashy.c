@@ -5,12 +5,18 @@
  * `stall_ms` milliseconds before forwarding it: a processor slower than
  * transaction.timeout.ms. Once per process, so that the replay of the
  * aborted batch goes through.
+ * Also two named functions for the suite's windowed aggregates: "seq_zero"
+ * (initializer) and "seq_add" (aggregator), folding the "n" fields of the
+ * records into {"c":count,"last":last n,"sum":sum of n}, so that every
+ * update of a window says exactly which records it holds.
  * Includes only kstreams.h and libc; links nothing from the engine.
  */
 #include <kstreams/kstreams.h>
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -68,6 +74,52 @@ static const ks_processor_type stall_type = {
 
 static const ks_processor_type *const processors[] = {&stall_type};
 
+/* ---- the windowed aggregates' functions ------------------------------ */
+
+#define SEQ_AGG "{\"c\":%lld,\"last\":%lld,\"sum\":%lld}"
+
+static ks_verdict put_agg(const ks_host_api *api, ks_buf *out, long long c, long long last,
+                          long long sum)
+{
+    char buf[96];
+    int n = snprintf(buf, sizeof buf, SEQ_AGG, c, last, sum);
+    return api->buf_set(out, buf, (size_t)n) == 0 ? KS_OK : KS_RETRY;
+}
+
+static ks_verdict seq_zero(const ks_host_api *api, ks_bytes key, ks_buf *out)
+{
+    (void)key;
+    return put_agg(api, out, 0, -1, 0);
+}
+
+/* Copy at most len-1 bytes of b into a NUL-terminated buffer. */
+static void text_of(ks_bytes b, char *buf, size_t len)
+{
+    size_t n = b.data && b.len < len ? b.len : (b.data ? len - 1 : 0);
+    if (n)
+        memcpy(buf, b.data, n);
+    buf[n] = '\0';
+}
+
+static ks_verdict seq_add(const ks_host_api *api, ks_bytes key, ks_bytes value, ks_bytes agg,
+                          ks_buf *out)
+{
+    (void)key;
+    char v[128], a[128];
+    text_of(value, v, sizeof v);
+    text_of(agg, a, sizeof a);
+    long long n, c, last, sum;
+    const char *at = strstr(v, "\"n\":");
+    if (!at || sscanf(at + 4, "%lld", &n) != 1 || sscanf(a, SEQ_AGG, &c, &last, &sum) != 3)
+        return KS_SKIP; /* not ours: the poison policy applies */
+    return put_agg(api, out, c + 1, n, sum + n);
+}
+
+static const ks_function functions[] = {
+    {"seq_zero", KS_FN_INITIALIZER, (void (*)(void))seq_zero},
+    {"seq_add", KS_FN_AGGREGATOR, (void (*)(void))seq_add},
+};
+
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "crashy",
@@ -75,6 +127,8 @@ static const ks_plugin_descriptor descriptor = {
     .build_id = KS_BUILD_ID,
     .processors = processors,
     .processor_count = 1,
+    .functions = functions,
+    .function_count = sizeof functions / sizeof functions[0],
 };
 
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)

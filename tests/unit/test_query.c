@@ -204,6 +204,339 @@ static void test_errors(void)
     CU_ASSERT_EQUAL(ks_cli_command_help("nosuch", stdout), -1);
 }
 
+/* ---- windowed stores ---------------------------------------------------- */
+
+static char wtmp[64], wyaml[128], wstate[128], wslide_agg[160];
+
+/* Record timestamps (no time_field), every window kept 1 h (retention), in
+ * update mode: the store holds every window the outputs announced. */
+static int wsuite_init(void)
+{
+    snprintf(wtmp, sizeof wtmp, "/tmp/ks-query-win-XXXXXX");
+    if (!mkdtemp(wtmp))
+        return -1;
+    snprintf(wyaml, sizeof wyaml, "%s/pipeline.yaml", wtmp);
+    snprintf(wstate, sizeof wstate, "%s/state", wtmp);
+    FILE *f = fopen(wyaml, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "application: query-win-test\n"
+            "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+            "state_dir: %s\n"
+            "plugin_path: [%s/plugins/.libs]\n"
+            "sources:\n"
+            "  in: { topic: in, key: string, value: string }\n"
+            "  bin: { topic: bin, key: bytes, value: bytes }\n"
+            "nodes:\n"
+            "  - { name: tumb, type: count, from: in, store: tumb,\n"
+            "      window: { kind: tumbling, size: 10s, retention: 1h } }\n"
+            "  - { name: hop, type: count, from: in, store: hop,\n"
+            "      window: { kind: hopping, size: 10s, advance: 5s, retention: 1h } }\n"
+            "  - { name: sess, type: count, from: in, store: sess,\n"
+            "      window: { kind: session, gap: 5s, retention: 1h } }\n"
+            "  - { name: slide, type: count, from: in, store: slide,\n"
+            "      window: { kind: sliding, size: 5s, retention: 1h } }\n"
+            "  - { name: bwin, type: count, from: bin, store: bwin,\n"
+            "      window: { kind: tumbling, size: 10s, retention: 1h } }\n"
+            "sinks:\n"
+            "  - { from: tumb, topic: tumb-out, key: json, value: int64 }\n"
+            "  - { from: hop, topic: hop-out, key: json, value: int64 }\n"
+            "  - { from: sess, topic: sess-out, key: json, value: int64 }\n"
+            "  - { from: slide, topic: slide-out, key: json, value: int64 }\n"
+            "  - { from: bwin, topic: bwin-out, key: bytes, value: int64 }\n",
+            wstate, KS_TEST_BUILDDIR);
+    fclose(f);
+    /* a pipeline with sliding windows of `aggregate`: never run */
+    snprintf(wslide_agg, sizeof wslide_agg, "%s/slide-agg.yaml", wtmp);
+    f = fopen(wslide_agg, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "application: query-win-agg\n"
+            "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+            "state_dir: %s\n"
+            "sources: { in: { topic: in, key: string, value: json } }\n"
+            "nodes:\n"
+            "  - { name: sum, type: aggregate, from: in, store: sums,\n"
+            "      window: { kind: sliding, size: 5s },\n"
+            "      functions: { init: page_views.zero, add: page_views.add_bytes } }\n"
+            "sinks: [ { from: sum, topic: out, key: json, value: int64 } ]\n",
+            wstate);
+    fclose(f);
+
+    ks_driver_options opt = {.state_dir = wstate, .partitions = 2};
+    ks_driver *drv = NULL;
+    char err[1024];
+    if (ks_driver_open(wyaml, &opt, &drv, err, sizeof err) != 0) {
+        fprintf(stderr, "\n%s\n", err);
+        return -1;
+    }
+    static const struct {
+        const char *key;
+        int64_t ts;
+    } in[] = {{"a", 1000}, {"a", 4000}, {"b", 5000}, {"a", 12000}, {"c", 14000}, {"a", 21000}};
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        if (ks_driver_pipe(drv, "in", in[i].key, strlen(in[i].key), "x", 1, in[i].ts) != 0)
+            return -1;
+    /* binary keys: "a", "a\0b" (sorts between "a" and "b"), "\0\1" */
+    static const struct {
+        const char *key;
+        size_t len;
+        int64_t ts;
+    } bin[] = {{"a", 1, 1000}, {"a\0b", 3, 2000}, {"\0\1", 2, 3000}, {"b", 1, 4000},
+               {"a\0b", 3, 15000}};
+    for (size_t i = 0; i < sizeof bin / sizeof bin[0]; i++)
+        if (ks_driver_pipe(drv, "bin", bin[i].key, bin[i].len, "x", 1, bin[i].ts) != 0)
+            return -1;
+    ks_driver_close(drv);
+    return 0;
+}
+
+static int wsuite_clean(void)
+{
+    free(out_text);
+    free(err_text);
+    out_text = err_text = NULL;
+    nftw(wtmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+#define T(s) "1970-01-01T00:00:" s "Z"
+
+static void test_win_tumbling(void)
+{
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "a", "--int64", NULL), 0);
+    CU_ASSERT_STRING_EQUAL(out_text, T("00.000") "\t" T("10.000") "\t2\n"
+                                     T("10.000") "\t" T("20.000") "\t1\n"
+                                     T("20.000") "\t" T("30.000") "\t1\n");
+    /* window starts in [5000, 20000], bounds as ms and ISO-8601 */
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "a", "--int64", "--from", "5000", "--to",
+                          "1970-01-01T00:00:20Z", "--time-format", "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "10000\t20000\t1\n20000\t30000\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "a", "--int64", "--from",
+                          "1970-01-01T01:00:10+01:00", "--to", "1970-01-01T00:00:19.999Z",
+                          "--time-format", "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "10000\t20000\t1\n");
+    /* every key, one time range: partition by partition, keys in order */
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--int64", "--from", "0", "--to", "9999",
+                          "--time-format", "ms", "--format", "json", NULL),
+                    0);
+    json_t *doc = json_loads(out_text, 0, NULL);
+    CU_ASSERT_FATAL(json_is_array(doc));
+    CU_ASSERT_EQUAL(json_array_size(doc), 2); /* a and b in [0, 10000) */
+    size_t i;
+    json_t *o;
+    json_array_foreach(doc, i, o)
+    {
+        const char *k = json_string_value(json_object_get(o, "key"));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "start")), 0);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "end")), 10000);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "value")), !strcmp(k, "a") ? 2 : 1);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "partition")),
+                        ks_driver_partition_for(k, 1, 2));
+    }
+    json_decref(doc);
+    /* no window of a key in the range: not found */
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "b", "--from", "10000", NULL), 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "no window of key 'b'"));
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "zz", NULL), 3);
+    /* a key range [b, c) over every time */
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--int64", "--from-key", "b", "--to-key", "c",
+                          "--time-format", "ms", "--partition",
+                          ks_driver_partition_for("b", 1, 2) ? "1" : "0", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "b\t0\t10000\t1\n");
+}
+
+static void test_win_hopping_session(void)
+{
+    CU_ASSERT_EQUAL(query(wyaml, "hop", "--key", "a", "--int64", "--time-format", "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "0\t10000\t2\n5000\t15000\t1\n10000\t20000\t1\n"
+                                     "15000\t25000\t1\n20000\t30000\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "hop", "--key", "c", "--int64", "--time-format", "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "5000\t15000\t1\n10000\t20000\t1\n");
+    /* sessions: start and end are the first and last record's times */
+    CU_ASSERT_EQUAL(query(wyaml, "sess", "--key", "a", "--int64", "--time-format", "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "1000\t4000\t2\n12000\t12000\t1\n21000\t21000\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "sess", "--key", "a", "--int64", "--time-format", "ms",
+                          "--from", "1001", "--to", "21000", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "12000\t12000\t1\n21000\t21000\t1\n");
+}
+
+static void test_win_sliding(void)
+{
+    /* a at 1000, 4000, 12000, 21000, size 5 s: the left window of each
+     * record, and the right window of 1000 (holds 4000) */
+    CU_ASSERT_EQUAL(query(wyaml, "slide", "--key", "a", "--int64", "--time-format", "ms",
+                          NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "-4000\t1001\t1\n-1000\t4001\t2\n1001\t6002\t1\n"
+                                     "7000\t12001\t1\n16000\t21001\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "slide", "--key", "a", "--int64", "--from", "0", "--to",
+                          "7000", "--time-format", "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "1001\t6002\t1\n7000\t12001\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "slide", "--key", "b", "--int64", NULL), 0);
+    CU_ASSERT_STRING_EQUAL(out_text, "1970-01-01T00:00:00.000Z\t1970-01-01T00:00:05.001Z\t1\n");
+    /* aggregate/reduce over sliding windows: the values are not stored */
+    CU_ASSERT_EQUAL(query(wslide_agg, "sums", NULL), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "sliding windows of node 'sum'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "--raw"));
+}
+
+/* The last output of every window (update mode) is what the query shows. */
+static void test_win_matches_outputs(void)
+{
+    static const char *stores[] = {"tumb", "hop", "sess", "slide"};
+    for (size_t s = 0; s < 4; s++) {
+        CU_ASSERT_EQUAL_FATAL(query(wyaml, stores[s], "--int64", "--format", "json", NULL), 0);
+        json_t *got = json_loads(out_text, 0, NULL);
+        CU_ASSERT_FATAL(json_is_array(got));
+        /* replay the outputs with the driver's state: rerun into a fresh dir */
+        size_t i;
+        json_t *o;
+        json_t *want = json_object(); /* "key start end" -> count */
+        char tmpstate[160];
+        snprintf(tmpstate, sizeof tmpstate, "%s/replay-%zu", wtmp, s);
+        ks_driver_options opt = {.state_dir = tmpstate, .partitions = 2};
+        ks_driver *drv = NULL;
+        char err[1024];
+        CU_ASSERT_EQUAL_FATAL(ks_driver_open(wyaml, &opt, &drv, err, sizeof err), 0);
+        static const struct {
+            const char *key;
+            int64_t ts;
+        } in[] = {{"a", 1000}, {"a", 4000}, {"b", 5000}, {"a", 12000}, {"c", 14000}, {"a", 21000}};
+        for (size_t r = 0; r < sizeof in / sizeof in[0]; r++)
+            ks_driver_pipe(drv, "in", in[r].key, 1, "x", 1, in[r].ts);
+        char topic[32];
+        snprintf(topic, sizeof topic, "%s-out", stores[s]);
+        ks_driver_record rec;
+        while (ks_driver_read_output(drv, topic, &rec) == 0) {
+            json_t *k = json_loadb(rec.key, rec.key_len, 0, NULL);
+            char id[128];
+            snprintf(id, sizeof id, "%s %lld %lld",
+                     json_string_value(json_object_get(k, "key")),
+                     (long long)json_integer_value(json_object_get(k, "start")),
+                     (long long)json_integer_value(json_object_get(k, "end")));
+            json_decref(k);
+            if (rec.value && rec.value_len == 8)
+                json_object_set_new(want, id, json_integer(ks_int64_decode(rec.value)));
+            else
+                json_object_del(want, id);
+        }
+        ks_driver_close(drv);
+        CU_ASSERT_EQUAL(json_array_size(got), json_object_size(want));
+        json_array_foreach(got, i, o)
+        {
+            char id[128];
+            snprintf(id, sizeof id, "%s %lld %lld",
+                     json_string_value(json_object_get(o, "key")),
+                     (long long)json_integer_value(json_object_get(o, "start")),
+                     (long long)json_integer_value(json_object_get(o, "end")));
+            json_t *w = json_object_get(want, id);
+            if (!w || json_integer_value(w) != json_integer_value(json_object_get(o, "value")))
+                fprintf(stderr, "\n%s: window %s: query %lld, outputs %lld\n", stores[s], id,
+                        (long long)json_integer_value(json_object_get(o, "value")),
+                        w ? (long long)json_integer_value(w) : -1LL);
+            CU_ASSERT_PTR_NOT_NULL(w);
+            CU_ASSERT_EQUAL(json_integer_value(w),
+                            json_integer_value(json_object_get(o, "value")));
+        }
+        json_decref(want);
+        json_decref(got);
+    }
+}
+
+static void test_win_binary_keys(void)
+{
+    /* "a\0b" is neither "a" nor "b" */
+    CU_ASSERT_EQUAL(query(wyaml, "bwin", "--key-hex", "61", "--int64", "--time-format", "ms",
+                          NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "0\t10000\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "bwin", "--key-hex", "0x610062", "--int64", "--time-format",
+                          "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "0\t10000\t1\n10000\t20000\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "bwin", "--key-hex", "0001", "--int64", "--format", "json",
+                          NULL),
+                    0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "\"key_hex\":\"0001\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "\"start\":0,\"end\":10000,\"value\":1"));
+    /* keys in ["a", "b"): "a" and "a\0b", printed as text and as hex */
+    char out_all[1024] = "";
+    for (int part = 0; part < 2; part++) {
+        char ps[16];
+        snprintf(ps, sizeof ps, "%d", part);
+        CU_ASSERT_EQUAL(query(wyaml, "bwin", "--from-key-hex", "61", "--to-key-hex", "62",
+                              "--int64", "--time-format", "ms", "--partition", ps, NULL),
+                        0);
+        strncat(out_all, out_text, sizeof out_all - strlen(out_all) - 1);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_all, "a\t0\t10000\t1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_all, "0x610062\t0\t10000\t1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_all, "0x610062\t10000\t20000\t1\n"));
+    CU_ASSERT_PTR_NULL(strstr(out_all, "0x0001"));
+    CU_ASSERT_PTR_NULL(strstr(out_all, "b\t"));
+    CU_ASSERT_EQUAL(query(wyaml, "bwin", "--key", "a", "--hex", "--int64", "--time-format",
+                          "ms", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "0\t10000\t1\n");
+    CU_ASSERT_EQUAL(query(wyaml, "bwin", "--key", "b", "--format", "json", "--hex", NULL), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "\"key_hex\":\"62\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "\"value_hex\":\"0000000000000001\""));
+    /* --raw: the entries as stored (encoded keys, flags byte) */
+    CU_ASSERT_EQUAL(query(wyaml, "bwin", "--raw", "--key-hex", "10", NULL), 0);
+    CU_ASSERT_EQUAL(strlen(out_text), 2 + 32 + 1); /* meta: 16 bytes as hex */
+}
+
+static void test_win_errors(void)
+{
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--from", "yesterday", NULL), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "--from 'yesterday' is not a time"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "usage: kstreams query"));
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--to", "1970-01-01T00:00:10", NULL), 64); /* no Z */
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--to", "1970-02-30", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--from", "2000", "--to", "1000", NULL), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "is after --to"));
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key-hex", "6", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key-hex", "zz", NULL), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "--key-hex needs an even number of hex digits"));
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key-hex", "", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "a", "--key-hex", "61", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", "a", "--from-key", "a", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--from-key", "a", "--from-key-hex", "61", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--time-format", "unix", NULL), 64);
+    CU_ASSERT_EQUAL(query(wyaml, "tumb", "--key", NULL), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "--key needs a value"));
+}
+
+static void test_hex_key_value_store(void)
+{
+    CU_ASSERT_EQUAL(query(yaml_path, "other", "--key-hex", "0102", "--int64", NULL), 0);
+    CU_ASSERT_STRING_EQUAL(out_text, "1\n");
+    CU_ASSERT_EQUAL(query(yaml_path, "other", "--key-hex", "0103", NULL), 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "key '0x0103' not found"));
+    CU_ASSERT_EQUAL(query(yaml_path, "other", "--from-key-hex", "01", "--to-key-hex", "0103",
+                          "--int64", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "0x0102\t1\n");
+    CU_ASSERT_EQUAL(query(yaml_path, "counts", "--from-key", "b", "--to-key", "c", "--int64",
+                          "--hex", NULL),
+                    0);
+    CU_ASSERT_STRING_EQUAL(out_text, "0x62\t1\n");
+    /* --from/--to are keys here: not together with --from-key */
+    CU_ASSERT_EQUAL(query(yaml_path, "counts", "--from", "a", "--from-key", "b", NULL), 64);
+}
+
 void ks_test_register_query(void)
 {
     CU_pSuite s = CU_add_suite("query", suite_init, suite_clean);
@@ -211,4 +544,12 @@ void ks_test_register_query(void)
     CU_add_test(s, "whole store and ranges", test_all_and_range);
     CU_add_test(s, "json output", test_json);
     CU_add_test(s, "exit codes 2, 3, 64", test_errors);
+    CU_add_test(s, "--key-hex, hex key ranges, --hex", test_hex_key_value_store);
+    CU_pSuite w = CU_add_suite("query-windows", wsuite_init, wsuite_clean);
+    CU_add_test(w, "tumbling: one key, time ranges, all keys, key ranges", test_win_tumbling);
+    CU_add_test(w, "hopping and session windows", test_win_hopping_session);
+    CU_add_test(w, "sliding windows from the raw records", test_win_sliding);
+    CU_add_test(w, "every window = the last output of that window", test_win_matches_outputs);
+    CU_add_test(w, "binary keys: --key-hex, key ranges, --hex, --raw", test_win_binary_keys);
+    CU_add_test(w, "bad arguments: exit 64 with the reason", test_win_errors);
 }

@@ -476,6 +476,75 @@ static void test_map_full(void)
     fx_done(&fx);
 }
 
+/* ks_store_prepare_commit keeps room for LMDB's own commit: batches of one
+ * put each, prepared then committed, until the map is full. The map must
+ * count as full at a put or at prepare, never inside the commit (which
+ * the engine runs after the Kafka commit). */
+static void test_prepare_commit_reserve(void)
+{
+    fixture fx;
+    fx_init(&fx);
+    ks_store_env *env = open_env(fx.dir, 128 * 1024);
+    ks_store_db *db = open_db(env, "counts");
+    char val[1000], key[32];
+    memset(val, 'v', sizeof val);
+    const char *msg = NULL;
+    int committed = 0, put_rc = 0, prep_rc = 0, commit_fails = 0;
+    for (int i = 0; i < 10000; i++) {
+        CU_ASSERT_EQUAL_FATAL(ks_store_begin(env), 0);
+        snprintf(key, sizeof key, "key-%06d", i);
+        put_rc = ks_store_put(db, B(key), (ks_bytes){val, sizeof val});
+        if (put_rc == 0) {
+            CU_ASSERT_EQUAL(ks_store_checkpoint_set(db, i), 0);
+            CU_ASSERT_EQUAL(ks_store_batch_error(env, &msg), 0);
+            prep_rc = ks_store_prepare_commit(env);
+        }
+        if (put_rc != 0 || prep_rc != 0)
+            break;
+        /* prepared: the commit must find its pages */
+        int rc = ks_store_commit(env);
+        commit_fails += rc != 0;
+        CU_ASSERT_EQUAL(rc, 0);
+        committed++;
+    }
+    /* with 1000-byte values a put needs a page or two, the reserve eight:
+     * prepare notices the full map first */
+    CU_ASSERT_EQUAL(put_rc, 0);
+    CU_ASSERT_EQUAL(prep_rc, KS_ERR_STORE_FULL);
+    CU_ASSERT_EQUAL(commit_fails, 0);
+    CU_ASSERT_TRUE(committed > 20);
+    CU_ASSERT_EQUAL(ks_store_batch_error(env, &msg), KS_ERR_STORE_FULL);
+    char want[400];
+    snprintf(want, sizeof want,
+             "store 'counts' in %s: LMDB map full (map_size 131072 bytes, of which "
+             "32768 are kept free for LMDB's commit); raise `map_size` of the store "
+             "in the pipeline YAML",
+             fx.dir);
+    CU_ASSERT_STRING_EQUAL(msg, want);
+    CU_ASSERT_STRING_EQUAL(ks_store_last_error(env), want);
+    /* dead like after a failed put: commit refuses, abort undoes */
+    CU_ASSERT_EQUAL(put_s(db, "x", "y"), KS_ERR_STATE);
+    CU_ASSERT_EQUAL(ks_store_prepare_commit(env), KS_ERR_STORE_FULL);
+    ks_store_abort(env);
+    CU_ASSERT_EQUAL(ks_store_batch_error(env, &msg), 0);
+    CU_ASSERT_EQUAL(count_of(db), (uint64_t)committed);
+    int64_t off = -1;
+    CU_ASSERT_EQUAL(ks_store_checkpoint_get(db, &off), 0);
+    CU_ASSERT_EQUAL(off, committed - 1);
+    /* no txn: nothing to prepare */
+    CU_ASSERT_EQUAL(ks_store_prepare_commit(env), 0);
+    /* a bigger map: the batch goes through */
+    CU_ASSERT_EQUAL(ks_store_env_grow(env, 4 * MiB), 0);
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    snprintf(key, sizeof key, "key-%06d", committed);
+    CU_ASSERT_EQUAL(ks_store_put(db, B(key), (ks_bytes){val, sizeof val}), 0);
+    CU_ASSERT_EQUAL(ks_store_prepare_commit(env), 0);
+    CU_ASSERT_EQUAL(ks_store_commit(env), 0);
+    CU_ASSERT_EQUAL(count_of(db), (uint64_t)committed + 1);
+    ks_store_env_close(env);
+    fx_done(&fx);
+}
+
 static void test_double_open_refused(void)
 {
     fixture fx;
@@ -761,6 +830,8 @@ void ks_test_register_store(void)
     CU_add_test(s, "key limits", test_key_limits);
     CU_add_test(s, "max_stores", test_max_stores);
     CU_add_test(s, "map full, abort, grow", test_map_full);
+    CU_add_test(s, "prepare_commit keeps room for LMDB's commit",
+                test_prepare_commit_reserve);
     CU_add_test(s, "double open refused", test_double_open_refused);
     CU_add_test(s, "readonly from another process",
                 test_readonly_other_process);

@@ -1,0 +1,357 @@
+/*
+ * outbox_requests.c - see outbox_requests.h.
+ */
+#include "outbox_requests.h"
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fault.h"
+#include "kafka.h"
+#include "log.h"
+
+#define WHERE "outbox-requests"
+#define MAX_PARTS 1024
+#define BURST 500
+
+struct ks_outbox_requests {
+    ks_outbox *ob;
+    const ks_pipeline *p;
+    char topic[512];
+    rd_kafka_t *cons;
+    pthread_t thread;
+    volatile int stop;
+    int started;
+    long added, replays, bad, released, forgotten;
+};
+
+void ks_outbox_requests_topic(const ks_pipeline *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s-outbox-requests", p->application);
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- settling held rows ------------------------------------------------- */
+
+/* Committed offsets per partition (-1: none known) and what to do with a
+ * held row whose request is not below its partition's offset. */
+typedef struct positions {
+    int64_t next[MAX_PARTS];
+    int forget_rest;
+} positions;
+
+static int fate(void *arg, int32_t partition, int64_t offset)
+{
+    const positions *pos = arg;
+    if (partition >= 0 && partition < MAX_PARTS && offset < pos->next[partition])
+        return KS_HELD_RELEASE;
+    return pos->forget_rest ? KS_HELD_FORGET : KS_HELD_KEEP;
+}
+
+static void settle(ks_outbox_requests *r, positions *pos, const char *when)
+{
+    size_t rel = 0, forg = 0;
+    if (ks_outbox_settle_held(r->ob, fate, pos, &rel, &forg) != 0) {
+        ks_warn(WHERE, "settling held events %s: %s", when, ks_outbox_last_error(r->ob));
+        return;
+    }
+    r->released += (long)rel;
+    r->forgotten += (long)forg;
+    if (forg)
+        ks_info(WHERE, "%s: %zu held event%s released, %zu forgotten (their requests were "
+                       "not committed and are read again)",
+                when, rel, rel == 1 ? "" : "s", forg);
+}
+
+/* Read the group's committed offsets of every partition of the topic.
+ * 0, or -1 when Kafka cannot tell (then nothing may be forgotten). */
+static int committed_positions(ks_outbox_requests *r, positions *pos)
+{
+    for (int i = 0; i < MAX_PARTS; i++)
+        pos->next[i] = -1;
+    char err[512];
+    int n = ks_kafka_partition_count(r->cons, r->topic, 5000, err, sizeof err);
+    if (n <= 0)
+        return n == 0 ? 0 : -1; /* no topic yet: nothing was ever committed */
+    if (n > MAX_PARTS)
+        n = MAX_PARTS;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    for (int32_t p = 0; p < n; p++)
+        rd_kafka_topic_partition_list_add(l, r->topic, p);
+    rd_kafka_resp_err_t e = rd_kafka_committed(r->cons, l, 10000);
+    for (int i = 0; !e && i < l->cnt; i++) {
+        if (l->elems[i].err) {
+            e = l->elems[i].err;
+            break;
+        }
+        pos->next[l->elems[i].partition] = l->elems[i].offset;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e) {
+        ks_debug(WHERE, "committed offsets of %s: %s", r->topic, rd_kafka_err2str(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Settle every held row against the group's committed offsets, forgetting
+ * the uncommitted ones. 0 when done. */
+static int settle_all(ks_outbox_requests *r, const char *when)
+{
+    positions *pos = malloc(sizeof *pos);
+    if (!pos)
+        return -1;
+    int rc = committed_positions(r, pos);
+    if (rc == 0) {
+        pos->forget_rest = 1;
+        settle(r, pos, when);
+    }
+    free(pos);
+    return rc;
+}
+
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
+                         rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    ks_outbox_requests *r = opaque;
+    if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        rd_kafka_assign(rk, parts);
+        ks_info(WHERE, "reading %d partition%s of %s", parts->cnt, parts->cnt == 1 ? "" : "s",
+                r->topic);
+        return;
+    }
+    /* our commits are done: what is not below the committed offsets now
+     * goes to the partition's next owner */
+    if (settle_all(r, "on revocation") != 0)
+        ks_warn(WHERE, "cannot read committed offsets on revocation; held events wait");
+    rd_kafka_assign(rk, NULL);
+}
+
+/* ---- one burst ------------------------------------------------------------ */
+
+static int valid_id(const void *v, size_t len)
+{
+    if (len != KS_OUTBOX_ID_LEN)
+        return 0;
+    const char *s = v;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+typedef struct burst {
+    rd_kafka_message_t *msgs[BURST];
+    size_t n;
+    ks_outbox_request reqs[BURST];
+    char ids[BURST][KS_OUTBOX_ID_LEN + 1];
+    char users[BURST][KS_OUTBOX_MAX_USER + 1];
+    size_t nreq;
+} burst;
+
+/* Turn message m into a request of b, or log why it is not one. */
+static void take(ks_outbox_requests *r, burst *b, const rd_kafka_message_t *m)
+{
+    rd_kafka_headers_t *h = NULL;
+    const void *v = NULL;
+    size_t vlen = 0;
+    if (rd_kafka_message_headers(m, &h) == 0)
+        rd_kafka_header_get_last(h, KS_OUTBOX_ID_HEADER, &v, &vlen);
+    if (!valid_id(v, vlen) || !m->key || m->key_len == 0 ||
+        m->key_len > KS_OUTBOX_MAX_USER || memchr(m->key, 0, m->key_len)) {
+        r->bad++;
+        ks_warn(WHERE, "%s [%d] offset %lld: not an outbox request (needs a user id key and "
+                       "header %s); skipped",
+                r->topic, (int)m->partition, (long long)m->offset, KS_OUTBOX_ID_HEADER);
+        return;
+    }
+    size_t i = b->nreq++;
+    memcpy(b->ids[i], v, KS_OUTBOX_ID_LEN);
+    b->ids[i][KS_OUTBOX_ID_LEN] = '\0';
+    memcpy(b->users[i], m->key, m->key_len);
+    b->users[i][m->key_len] = '\0';
+    b->reqs[i] = (ks_outbox_request){.id = b->ids[i],
+                                     .user = b->users[i],
+                                     .topic = r->p->outbox->topic,
+                                     .payload = m->payload,
+                                     .payload_len = m->len,
+                                     .partition = m->partition,
+                                     .offset = m->offset};
+}
+
+/* Commit the offsets after the burst's messages; on success release the
+ * held rows below them. */
+static void commit_and_release(ks_outbox_requests *r, burst *b)
+{
+    positions *pos = malloc(sizeof *pos);
+    if (!pos)
+        return;
+    for (int i = 0; i < MAX_PARTS; i++)
+        pos->next[i] = -1;
+    pos->forget_rest = 0;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
+    for (size_t i = 0; i < b->n; i++) {
+        const rd_kafka_message_t *m = b->msgs[i];
+        if (m->partition < 0 || m->partition >= MAX_PARTS)
+            continue;
+        if (pos->next[m->partition] < 0)
+            rd_kafka_topic_partition_list_add(l, r->topic, m->partition);
+        if (m->offset + 1 > pos->next[m->partition])
+            pos->next[m->partition] = m->offset + 1;
+    }
+    for (int i = 0; i < l->cnt; i++)
+        l->elems[i].offset = pos->next[l->elems[i].partition];
+    ks_fault_point(KS_FAULT_REQUESTS_HELD);
+    rd_kafka_resp_err_t e = l->cnt ? rd_kafka_commit(r->cons, l, 0) : 0;
+    if (!e && l->cnt)
+        ks_fault_point(KS_FAULT_REQUESTS_COMMITTED);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e)
+        ks_warn(WHERE, "committing %s offsets: %s; the events stay held until settled",
+                r->topic, rd_kafka_err2str(e));
+    else
+        settle(r, pos, "after commit");
+    free(pos);
+}
+
+/* Seek each partition of the burst back to its first message. */
+static void rewind_burst(ks_outbox_requests *r, const burst *b)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
+    for (size_t i = 0; i < b->n; i++)
+        if (!rd_kafka_topic_partition_list_find(l, r->topic, b->msgs[i]->partition))
+            rd_kafka_topic_partition_list_add(l, r->topic, b->msgs[i]->partition)->offset =
+                b->msgs[i]->offset;
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(r->cons, l, 5000);
+    if (e)
+        rd_kafka_error_destroy(e);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void run_burst(ks_outbox_requests *r, burst *b)
+{
+    b->n = b->nreq = 0;
+    while (b->n < BURST && !r->stop) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(r->cons, b->n ? 0 : 100);
+        if (!m)
+            break;
+        if (m->err) {
+            if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+                ks_debug(WHERE, "consumer: %s", rd_kafka_message_errstr(m));
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        b->msgs[b->n++] = m;
+        take(r, b, m);
+    }
+    if (b->n) {
+        size_t added = 0;
+        if (ks_outbox_hold_requests(r->ob, b->reqs, b->nreq, &added) != 0) {
+            /* nothing written and nothing committed: read them again */
+            ks_error(WHERE, "cannot write %zu events to the outbox: %s; retrying", b->nreq,
+                     ks_outbox_last_error(r->ob));
+            rewind_burst(r, b);
+            sleep_ms(1000);
+        } else {
+            r->added += (long)added;
+            r->replays += (long)(b->nreq - added);
+            commit_and_release(r, b);
+        }
+    }
+    for (size_t i = 0; i < b->n; i++)
+        rd_kafka_message_destroy(b->msgs[i]);
+}
+
+static void *requests_main(void *arg)
+{
+    ks_outbox_requests *r = arg;
+    /* held rows of an earlier life first: until they are settled a later
+     * request could not tell a replay from a new event */
+    for (int warned = 0; !r->stop && settle_all(r, "at start") != 0;) {
+        if (!warned++)
+            ks_warn(WHERE, "cannot read the committed offsets of %s yet; retrying", r->topic);
+        for (int i = 0; i < 20 && !r->stop; i++)
+            sleep_ms(50);
+    }
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, r->topic, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = r->stop ? 0 : rd_kafka_subscribe(r->cons, sub);
+    rd_kafka_topic_partition_list_destroy(sub);
+    if (e)
+        ks_error(WHERE, "subscribe to %s: %s", r->topic, rd_kafka_err2str(e));
+    burst *b = malloc(sizeof *b);
+    long reported = 0;
+    while (!r->stop && !e && b) {
+        run_burst(r, b);
+        if (r->added != reported) {
+            reported = r->added;
+            ks_debug(WHERE, "events from processors: %ld added, %ld replays left alone",
+                     r->added, r->replays);
+        }
+    }
+    free(b);
+    return NULL;
+}
+
+int ks_outbox_requests_start(ks_outbox *ob, const ks_pipeline *p, ks_outbox_requests **out,
+                             char *err, size_t errlen)
+{
+    *out = NULL;
+    ks_outbox_requests *r = calloc(1, sizeof *r);
+    if (!r)
+        return KS_ERR_NOMEM;
+    r->ob = ob;
+    r->p = p;
+    ks_outbox_requests_topic(p, r->topic, sizeof r->topic);
+    char group[600], why[512];
+    snprintf(group, sizeof group, "%s-outbox-requests", p->application);
+    const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
+                                  "enable.auto.offset.store", "false", "isolation.level",
+                                  "read_committed", "auto.offset.reset", "earliest", NULL};
+    const char *const defaults[] = {"fetch.wait.max.ms", "50", NULL};
+    rd_kafka_conf_t *c = ks_kafka_conf(p, defaults, forced, err, errlen);
+    if (c) {
+        rd_kafka_conf_set_rebalance_cb(c, on_rebalance);
+        rd_kafka_conf_set_opaque(c, r);
+        if (!(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
+            rd_kafka_conf_destroy(c);
+            snprintf(err, errlen, "outbox requests consumer: %s", why);
+        }
+    }
+    if (!r->cons || pthread_create(&r->thread, NULL, requests_main, r) != 0) {
+        if (r->cons)
+            snprintf(err, errlen, "outbox requests: cannot start its thread");
+        ks_outbox_requests_stop(r);
+        return KS_ERR_IO;
+    }
+    r->started = 1;
+    *out = r;
+    return 0;
+}
+
+void ks_outbox_requests_stop(ks_outbox_requests *r)
+{
+    if (!r)
+        return;
+    r->stop = 1;
+    if (r->started)
+        pthread_join(r->thread, NULL);
+    if (r->cons) {
+        rd_kafka_consumer_close(r->cons); /* revokes: settles held rows */
+        rd_kafka_destroy(r->cons);
+    }
+    if (r->started)
+        ks_info(WHERE, "stopped: %ld events from processors added, %ld replays left alone, "
+                       "%ld not requests",
+                r->added, r->replays, r->bad);
+    free(r);
+}
