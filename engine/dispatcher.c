@@ -6,7 +6,11 @@
  * wait for every delivery report, then complete each row. Because a batch
  * is finished before the next is claimed, the rows a crashed process left
  * DISPATCHING all belong to its last batch, and the probe_from offsets
- * written before that batch bound where their records can be.
+ * written before that batch bound where their records can be. Until every
+ * such orphan is decided, later batches never move probe_from forward:
+ * a restarted process dispatches other users' events at once, and a
+ * probe_from past an orphan's record would make the probe miss it and
+ * publish it twice.
  *
  * Probe of a stale row (claimed longer than `stale_after` ago): read its
  * user's partition from probe_from to the current end, looking for the
@@ -41,6 +45,7 @@ struct ks_dispatcher {
     pthread_t thread;
     volatile int stop;
     int synced;    /* the assigner read the claims log since the last error */
+    int orphans;   /* rows may be DISPATCHING that no batch of ours is sending */
     int warned;    /* Kafka unreachable was logged */
     long published;
     int64_t next_probe_ms; /* after a failed probe: not before this */
@@ -363,7 +368,8 @@ static int producer_knows(ks_dispatcher *d, int32_t need, char *err, size_t errl
     return -1;
 }
 
-/* Record where each partition of the batch ends before producing. */
+/* Record where each partition of the batch ends before producing; while
+ * orphans wait for their probe, an existing probe_from stays where it is. */
 static int note_probe_from(ks_dispatcher *d, const int32_t *parts, size_t n, char *err,
                            size_t errlen)
 {
@@ -387,6 +393,8 @@ static int note_probe_from(ks_dispatcher *d, const int32_t *parts, size_t n, cha
                      rd_kafka_err2str(e));
             return -1;
         }
+        if (d->orphans && probe_from_get(d, parts[i]) >= 0)
+            continue;
         if (probe_from_put(d, parts[i], hi) != 0) {
             snprintf(err, errlen, "outbox: %s", ks_store_last_error(ks_outbox_env(d->ob)));
             return -1;
@@ -436,6 +444,8 @@ static void dispatch(ks_dispatcher *d, ks_outbox_event *rows, size_t n)
         else if (ks_outbox_mark_published(d->ob, rows[i].id, res[i].partition,
                                           res[i].offset, NULL) == 0)
             d->published++;
+        else
+            d->orphans = 1; /* left DISPATCHING: the probe decides it later */
     }
     goto out;
 requeue_all:
@@ -449,6 +459,18 @@ out:
 }
 
 /* --- the thread ------------------------------------------------------ */
+
+/* 1 while some row is DISPATCHING outside a batch of ours (between
+ * batches every row we claimed has been completed or requeued). */
+static int orphans_left(ks_dispatcher *d)
+{
+    ks_outbox_event *rows;
+    size_t n = 0;
+    if (ks_outbox_stale(d->ob, INT64_MAX, 1, &rows, &n) != 0)
+        return 1; /* cannot tell: keep probe_from where it is */
+    ks_outbox_events_free(rows, n);
+    return n > 0;
+}
 
 static void *run(void *arg)
 {
@@ -473,6 +495,8 @@ static void *run(void *arg)
             d->warned = 0;
         }
         resolve_stale(d);
+        if (d->orphans && !(d->orphans = orphans_left(d)))
+            ks_debug(WHERE, "no event is left DISPATCHING by a previous process");
         ks_outbox_event *rows;
         size_t n;
         if (ks_outbox_claim_pending(d->ob, BATCH_MAX, &rows, &n) != 0) {
@@ -504,6 +528,7 @@ int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox
     d->ob = ob;
     d->p = p;
     d->cfg = cfg;
+    d->orphans = 1; /* a previous process may have died mid-batch */
     int rc = ks_assigner_new(ob, p, cfg->topic, (int)cfg->max_users_per_partition, &d->as,
                              err, errlen);
     if (rc == 0) {

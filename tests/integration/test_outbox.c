@@ -584,16 +584,8 @@ int main(void)
         {"bad HTTP inputs are 4xx and write nothing", test_bad_inputs},
         {"kill -9 during dispatch: stale rows resolved by the probe", test_kill9_probe},
         {"two instances never assign a user two partitions", test_two_instances},
+        {"events from a processor: exactly once through kill -9", test_processor_events},
         {NULL, NULL}};
-    /* case 5 is not in the suite yet: it found duplicate publications
-     * after kill -9 during dispatch of processor events (issue 6, open);
-     * KS_TEST_PROC_EVENTS=1 runs it alone */
-    if (getenv("KS_TEST_PROC_EVENTS")) {
-        static const it_case pe[] = {
-            {"events from a processor: exactly once through kill -9", test_processor_events},
-            {NULL, NULL}};
-        return it_main("outbox", pe);
-    }
     const char *only = getenv("KS_TEST_CASE"); /* run one case: its index */
     if (only) {
         it_case one[2] = {cases[atoi(only)], {NULL, NULL}};
