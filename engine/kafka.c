@@ -87,6 +87,34 @@ rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen
     return rk;
 }
 
+rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
+                                   void (*on_rebalance)(rd_kafka_t *, rd_kafka_resp_err_t,
+                                                        rd_kafka_topic_partition_list_t *,
+                                                        void *),
+                                   void *opaque, const char *what, char *err,
+                                   size_t errlen)
+{
+    char group[600], why[512];
+    snprintf(group, sizeof group, "%s-%s", p->application, suffix);
+    const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
+                                  "enable.auto.offset.store", "false", "isolation.level",
+                                  "read_committed", "auto.offset.reset", "earliest", NULL};
+    /* small batches arrive at once: these consumers feed the outbox */
+    const char *const defaults[] = {"fetch.wait.max.ms", "50", NULL};
+    rd_kafka_conf_t *c = ks_kafka_conf(p, defaults, forced, err, errlen);
+    if (!c)
+        return NULL;
+    if (on_rebalance)
+        rd_kafka_conf_set_rebalance_cb(c, on_rebalance);
+    rd_kafka_conf_set_opaque(c, opaque);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why);
+    if (!rk) {
+        rd_kafka_conf_destroy(c);
+        snprintf(err, errlen, "%s consumer: %s", what, why);
+    }
+    return rk;
+}
+
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err,
                              size_t errlen)
 {

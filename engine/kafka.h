@@ -25,6 +25,18 @@ int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value,
 /* A producer for admin and metadata calls. NULL with err on failure. */
 rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen);
 
+/* A read_committed consumer in group `<application>-<suffix>` that commits
+ * nothing by itself (no auto commit, no auto offset store) and starts at
+ * the earliest offset: the outbox's side consumers. `on_rebalance` may be
+ * NULL (assign-only use); `opaque` is passed to it. Returns a new client
+ * owned by the caller, or NULL with err naming `what`. */
+rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
+                                   void (*on_rebalance)(rd_kafka_t *, rd_kafka_resp_err_t,
+                                                        rd_kafka_topic_partition_list_t *,
+                                                        void *),
+                                   void *opaque, const char *what, char *err,
+                                   size_t errlen);
+
 /* Partition count of `topic`: > 0, 0 when the topic does not exist, -1 on
  * error (err set). */
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms,

@@ -312,21 +312,8 @@ int ks_outbox_requests_start(ks_outbox *ob, const ks_pipeline *p, ks_outbox_requ
     r->ob = ob;
     r->p = p;
     ks_outbox_requests_topic(p, r->topic, sizeof r->topic);
-    char group[600], why[512];
-    snprintf(group, sizeof group, "%s-outbox-requests", p->application);
-    const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
-                                  "enable.auto.offset.store", "false", "isolation.level",
-                                  "read_committed", "auto.offset.reset", "earliest", NULL};
-    const char *const defaults[] = {"fetch.wait.max.ms", "50", NULL};
-    rd_kafka_conf_t *c = ks_kafka_conf(p, defaults, forced, err, errlen);
-    if (c) {
-        rd_kafka_conf_set_rebalance_cb(c, on_rebalance);
-        rd_kafka_conf_set_opaque(c, r);
-        if (!(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
-            rd_kafka_conf_destroy(c);
-            snprintf(err, errlen, "outbox requests consumer: %s", why);
-        }
-    }
+    r->cons = ks_kafka_side_consumer(p, "outbox-requests", on_rebalance, r,
+                                     "outbox requests", err, errlen);
     if (!r->cons || pthread_create(&r->thread, NULL, requests_main, r) != 0) {
         if (r->cons)
             snprintf(err, errlen, "outbox requests: cannot start its thread");

@@ -258,19 +258,10 @@ int ks_outbox_results_start(ks_outbox *ob, const ks_pipeline *p, ks_outbox_resul
         free(r);
         return KS_ERR_IO;
     }
-    char group[600], why[512];
-    snprintf(group, sizeof group, "%s-outbox-results", p->application);
     /* assign-only; the group id only keeps librdkafka quiet, nothing is
      * committed to it (the position lives in the outbox env) */
-    const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
-                                  "enable.auto.offset.store", "false", "isolation.level",
-                                  "read_committed", "auto.offset.reset", "earliest", NULL};
-    const char *const defaults[] = {"fetch.wait.max.ms", "50", NULL};
-    rd_kafka_conf_t *c = ks_kafka_conf(p, defaults, forced, err, errlen);
-    if (c && !(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
-        rd_kafka_conf_destroy(c);
-        snprintf(err, errlen, "outbox results consumer: %s", why);
-    }
+    r->cons = ks_kafka_side_consumer(p, "outbox-results", NULL, r, "outbox results", err,
+                                     errlen);
     if (!r->cons || pthread_create(&r->thread, NULL, results_main, r) != 0) {
         if (r->cons)
             snprintf(err, errlen, "outbox results: cannot start its thread");

@@ -4,15 +4,17 @@
  * Kafka side replaced by memory.
  *
  * What it owns: the topology (plugins loaded from private copies), one task
- * per partition, a queue of sink records in production order, a simulated
- * changelog offset per task and store (so checkpoints advance as with a
- * broker), the driver's wall clock, and the temporary directories it made.
+ * per partition, a queue of sink records in production order, a queue of
+ * outbox events (the requests api->outbox_enqueue sends through
+ * io.emit_topic), a simulated changelog offset per task and store (so
+ * checkpoints advance as with a broker), the driver's wall clock, and the
+ * temporary directories it made.
  *
  * Invariants: like a worker, one batch spans every task; a batch ends with
  * ks_task_commit_stores on every task, or ks_task_abort_stores on every
- * task, which also drops the batch's unread sink records. Each task's
- * `wallclock` always equals the driver's clock, so plugins see it through
- * now(KS_TIME_WALLCLOCK).
+ * task, which also drops the batch's unread sink records and outbox
+ * events. Each task's `wallclock` always equals the driver's clock, so
+ * plugins see it through now(KS_TIME_WALLCLOCK).
  */
 #include "kstreams/testdriver.h"
 
@@ -27,6 +29,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "outbox.h"
+#include "outbox_requests.h"
 #include "serde.h"
 #include "store.h"
 #include "task.h"
@@ -50,6 +54,23 @@ typedef struct drv_out {
     int read;      /* handed out by read_output */
 } drv_out;
 
+/* One outbox event: a request record of api->outbox_enqueue (copied). */
+typedef struct drv_event {
+    char id[KS_OUTBOX_ID_LEN + 1];
+    char *user; /* NUL-terminated */
+    size_t user_len;
+    unsigned char *payload; /* never NULL; NUL after payload_len bytes */
+    size_t payload_len;
+    char *in_topic; /* the input record being processed */
+    int32_t in_partition;
+    int64_t in_offset;
+    uint32_t rank;
+    int32_t task;
+    int64_t timestamp;
+    int committed; /* its batch committed: an abort keeps it */
+    int read;      /* handed out by read_event */
+} drv_event;
+
 struct ks_driver {
     uint32_t magic;
     ks_topology *topo;
@@ -65,6 +86,10 @@ struct ks_driver {
     size_t nout, cap;
     size_t head;           /* outputs before head are all read */
     size_t handed;         /* index+1 of the record last handed out, 0 none */
+    drv_event *ev;         /* outbox events, in enqueue order */
+    size_t nev, ev_cap;
+    size_t ev_head;        /* events before ev_head are all read */
+    size_t ev_handed;      /* index+1 of the event last handed out, 0 none */
     unsigned char *buf;    /* store_get's copy */
     size_t buf_cap;
     char tmp[4096];        /* temporary root ("" when none) */
@@ -204,6 +229,66 @@ static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_
     return 0;
 }
 
+static void event_free(drv_event *e)
+{
+    free(e->user);
+    free(e->payload);
+    free(e->in_topic);
+    memset(e, 0, sizeof *e);
+}
+
+/* api->outbox_enqueue's request record for `<application>-outbox-requests`
+ * (key = user, value = payload, header ks-event-id = the derived id): kept
+ * as an outbox event. Any other topic is refused as before this callback
+ * existed. */
+static int on_emit_topic(void *arg, ks_task *task, const char *topic, const ks_record *rec)
+{
+    ks_driver *drv = arg;
+    const ks_pipeline *p = drv->topo->pipeline;
+    char want[512] = "";
+    if (p->outbox)
+        ks_outbox_requests_topic(p, want, sizeof want);
+    const ks_header *idh = NULL;
+    for (size_t i = 0; i < rec->header_count; i++)
+        if (rec->headers[i].name && strcmp(rec->headers[i].name, KS_OUTBOX_ID_HEADER) == 0)
+            idh = &rec->headers[i];
+    if (!p->outbox || strcmp(topic, want) != 0 || !idh || !idh->value ||
+        idh->value_len != KS_OUTBOX_ID_LEN || !rec->key || !rec->key_len) {
+        set_err(drv, "%s: the test driver keeps no records for topic %s", task->where, topic);
+        return KS_ERR_UNSUPPORTED;
+    }
+    if (drv->nev == drv->ev_cap) {
+        size_t cap = drv->ev_cap ? drv->ev_cap * 2 : 16;
+        drv_event *e = realloc(drv->ev, cap * sizeof *e);
+        if (!e)
+            return KS_ERR_NOMEM;
+        drv->ev = e;
+        drv->ev_cap = cap;
+    }
+    drv_event *e = &drv->ev[drv->nev];
+    memset(e, 0, sizeof *e);
+    memcpy(e->id, idh->value, KS_OUTBOX_ID_LEN);
+    e->id[KS_OUTBOX_ID_LEN] = '\0';
+    const ks_record *in = task->current;
+    e->user_len = rec->key_len;
+    e->payload_len = rec->value ? rec->value_len : 0;
+    e->in_partition = in ? in->partition : task->partition;
+    e->in_offset = in ? in->offset : -1;
+    e->rank = task->outbox_calls;
+    e->task = task->partition;
+    e->timestamp = rec->timestamp;
+    e->user = dup_bytes(rec->key, rec->key_len);
+    e->payload = dup_bytes(rec->value, e->payload_len);
+    const char *t = in && in->topic ? in->topic : "";
+    e->in_topic = dup_bytes(t, strlen(t));
+    if (!e->user || !e->payload || !e->in_topic) {
+        event_free(e);
+        return KS_ERR_NOMEM;
+    }
+    drv->nev++;
+    return 0;
+}
+
 /* The changelog record is "delivered" at once at the next offset of its
  * (task, store), as the worker's delivery report would report it. */
 static int on_changelog(void *arg, ks_task *task, int store, ks_bytes key,
@@ -240,6 +325,21 @@ static void abort_all(ks_driver *drv)
         w++;
     }
     drv->nout = w;
+    /* the same for outbox events: their requests were never committed */
+    w = drv->ev_head;
+    for (size_t i = drv->ev_head; i < drv->nev; i++) {
+        drv_event *e = &drv->ev[i];
+        if (!e->committed && !e->read && drv->ev_handed != i + 1) {
+            event_free(e);
+            continue;
+        }
+        if (drv->ev_handed == i + 1)
+            drv->ev_handed = w + 1;
+        if (w != i)
+            drv->ev[w] = *e;
+        w++;
+    }
+    drv->nev = w;
 }
 
 int ks_driver_commit(ks_driver *drv)
@@ -264,6 +364,8 @@ int ks_driver_commit(ks_driver *drv)
     }
     for (size_t i = drv->head; i < drv->nout; i++)
         drv->out[i].committed = 1;
+    for (size_t i = drv->ev_head; i < drv->nev; i++)
+        drv->ev[i].committed = 1;
     return 0;
 }
 
@@ -354,7 +456,8 @@ static int driver_open(ks_pipeline *p, const ks_driver_options *opt, ks_driver *
     drv->partitions = opt->partitions > 0 ? opt->partitions : 1;
     drv->manual_commit = opt->manual_commit;
     drv->wallclock = opt->wallclock_start_ms > 0 ? opt->wallclock_start_ms : real_wallclock();
-    drv->io = (ks_task_io){.arg = drv, .emit = on_emit, .changelog = on_changelog};
+    drv->io = (ks_task_io){
+        .arg = drv, .emit = on_emit, .changelog = on_changelog, .emit_topic = on_emit_topic};
 
     int rc = KS_ERR_IO;
     const char *tmp = getenv("TMPDIR");
@@ -472,6 +575,9 @@ void ks_driver_close(ks_driver *drv)
     for (size_t i = 0; i < drv->nout; i++)
         out_free(&drv->out[i]);
     free(drv->out);
+    for (size_t i = 0; i < drv->nev; i++)
+        event_free(&drv->ev[i]);
+    free(drv->ev);
     free(drv->tasks);
     free(drv->next_input);
     free(drv->next_cl);
@@ -597,6 +703,61 @@ size_t ks_driver_output_count(const ks_driver *drv, const char *sink)
     size_t n = 0;
     for (size_t i = drv->head; i < drv->nout; i++)
         n += !drv->out[i].read && out_matches(&drv->out[i], sink);
+    return n;
+}
+
+/* ---- outbox events ------------------------------------------------------ */
+
+static int event_matches(const ks_driver *drv, const char *outbox)
+{
+    const ks_cfg_outbox *o = drv->topo->pipeline->outbox;
+    return !outbox || (o && strcmp(o->name, outbox) == 0);
+}
+
+int ks_driver_read_event(ks_driver *drv, const char *outbox, ks_driver_event *ev)
+{
+    if (!drv || drv->magic != KS_DRIVER_MAGIC || !ev)
+        return KS_ERR_INVALID;
+    /* the event handed out last time is no longer needed */
+    if (drv->ev_handed) {
+        event_free(&drv->ev[drv->ev_handed - 1]);
+        drv->ev[drv->ev_handed - 1].read = 1;
+        drv->ev_handed = 0;
+    }
+    while (drv->ev_head < drv->nev && drv->ev[drv->ev_head].read)
+        drv->ev_head++;
+    if (drv->ev_head == drv->nev) /* everything read: reuse the array */
+        drv->ev_head = drv->nev = 0;
+    if (drv->ev_head < drv->nev && event_matches(drv, outbox)) {
+        /* one outbox per pipeline: the oldest unread event is the next */
+        drv_event *e = &drv->ev[drv->ev_head];
+        e->read = 1;
+        drv->ev_handed = drv->ev_head + 1;
+        *ev = (ks_driver_event){.outbox = drv->topo->pipeline->outbox->name,
+                                .id = e->id,
+                                .user = e->user,
+                                .user_len = e->user_len,
+                                .payload = e->payload,
+                                .payload_len = e->payload_len,
+                                .input_topic = e->in_topic,
+                                .input_partition = e->in_partition,
+                                .input_offset = e->in_offset,
+                                .rank = e->rank,
+                                .task = e->task,
+                                .timestamp = e->timestamp};
+        return 0;
+    }
+    memset(ev, 0, sizeof *ev);
+    return KS_ERR_NOT_FOUND;
+}
+
+size_t ks_driver_event_count(const ks_driver *drv, const char *outbox)
+{
+    if (!drv || drv->magic != KS_DRIVER_MAGIC || !event_matches(drv, outbox))
+        return 0;
+    size_t n = 0;
+    for (size_t i = drv->ev_head; i < drv->nev; i++)
+        n += !drv->ev[i].read;
     return n;
 }
 

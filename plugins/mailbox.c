@@ -12,13 +12,17 @@
  *     KS_RETRY / KS_FATAL are returned as they are (the batch aborts and
  *     nothing of it is kept); then write the ledger row;
  *  3. there ("already processed"): log, count `already_processed`, do not
- *     run the handler;
+ *     run the handler; absent but below the partition's ledger horizon
+ *     (its row was pruned, see ledger_prune): WARN, count
+ *     `beyond_retention`, drop it (no handler, no result);
  *  4. either way forward the result record: key = event id, value
  *     {"status":"SUCCESS"|"PUSHED_FAILURE","result":...,"user":...}, to the
  *     node's children (a sink on `<application>-outbox-results`). The
  *     engine owning the outbox applies it to the row by compare-and-set;
  *     re-forwarding the stored result in case 3 is what reconciles a
  *     success transition that went missing, without redoing the work.
+ *  5. after a new ledger row, at most once per 64 offsets of its partition,
+ *     delete up to 256 rows older than `ledger_retention` offsets.
  *
  * The ledger row and the handler's store writes go through the task's
  * store batch: ONE LMDB transaction, committed together or not at all
@@ -27,7 +31,17 @@
  *
  * State format (state_version 1): ledger store key
  * "ks.ledger/<group>/<topic>/<partition>/<offset>" (offset 20 digits),
- * value = the result record's JSON.
+ * value = the result record's JSON; and per group/topic/partition the
+ * horizon row "ks.ledger/<group>/<topic>/<partition>/horizon", value = the
+ * offset (decimal text) below which rows may have been pruned. A store
+ * without horizon rows (written by 0.1.0, or never pruned) is read the
+ * same way; 0.1.0 reads a pruned ledger and ignores the horizon rows.
+ *
+ * Retention (`ledger_retention`, default 1 000 000): rows of offsets more
+ * than that many offsets below the newest command of their partition are
+ * deleted with store_delete (changelog tombstones, so a restore sees the
+ * pruned ledger). See ledger_prune() for why this is safe and what a too
+ * small retention risks.
  */
 #include <kstreams/kstreams.h>
 
@@ -41,13 +55,36 @@ static const ks_host_api *host;
 #define EVENT_ID_HEADER "ks.event_id"
 #define EVENT_ID_LEN 32
 #define LEDGER_PREFIX "ks.ledger/"
+#define LEDGER_HORIZON "horizon"
+#define LEDGER_KEY_MAX 500
+#define OFFSET_DIGITS 20
+/* Pruning: at most once per LEDGER_PRUNE_EVERY offsets of a partition,
+ * deleting at most LEDGER_PRUNE_MAX rows. At most 4 tombstones per command
+ * on average, and at most 256 (plus one horizon row) in one record's batch;
+ * a ledger over its retention (retention lowered, or an old ledger) shrinks
+ * by up to 3 rows per new command until it is back within it. */
+#define LEDGER_PRUNE_EVERY 64
+#define LEDGER_PRUNE_MAX 256
+#define LEDGER_RETENTION_DEFAULT "1000000"
+
+/* When each (group, topic, partition) of the ledger is pruned next. Only a
+ * hint: an aborted batch leaves it ahead, which delays one prune. */
+typedef struct prune_slot {
+    char *prefix; /* "ks.ledger/<group>/<topic>/<partition>/" */
+    int64_t next_due; /* prune at the first command at or above this offset */
+} prune_slot;
 
 typedef struct mailbox_state {
     ks_store *ledger;
     ks_handler_fn handler;
     ks_buf *out;
     char group[256];
-    uint64_t already; /* repeats seen (logged sampled) */
+    int64_t retention; /* offsets kept per partition; 0: every row */
+    uint64_t already;  /* repeats seen (logged sampled) */
+    uint64_t beyond;   /* commands below the horizon (logged sampled) */
+    prune_slot *slots;
+    size_t slot_count;
+    int64_t victims[LEDGER_PRUNE_MAX]; /* offsets collected by a prune scan */
 } mailbox_state;
 
 static ks_verdict mailbox_init(ks_ctx *ctx, void **state)
@@ -87,6 +124,18 @@ static ks_verdict mailbox_init(ks_ctx *ctx, void **state)
     if (host->config_string(ctx, "group", &group) != 0 || !group || !*group)
         group = KS_API_HAS(host, application_id) ? host->application_id(ctx) : NULL;
     snprintf(st->group, sizeof st->group, "%s", group ? group : "");
+    st->retention = strtoll(LEDGER_RETENTION_DEFAULT, NULL, 10);
+    int64_t keep;
+    if (host->config_int(ctx, "ledger_retention", &keep) == 0)
+        st->retention = keep;
+    if (st->retention < 0) {
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: node '%s': config key 'ledger_retention' must be 0 (keep every "
+                  "ledger row) or a number of offsets per partition >= 1, found %lld",
+                  host->node_name(ctx), (long long)st->retention);
+        free(st);
+        return KS_FATAL;
+    }
     if (!(st->out = host->buf_new())) {
         free(st);
         return KS_FATAL;
@@ -144,6 +193,171 @@ static ks_verdict forward_result(ks_ctx *ctx, const ks_record *rec, const char *
     return host->forward(ctx, &out) == 0 ? KS_OK : KS_RETRY;
 }
 
+/* A failed ledger write or scan: a full store stops the task (retrying
+ * cannot help), anything else aborts the batch for a replay. */
+static ks_verdict store_failed(ks_ctx *ctx, int rc, const char *what)
+{
+    if (rc == KS_ERR_STORE_FULL) {
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: the ledger store is full (%s); raise its `map_size` or lower "
+                  "`ledger_retention`",
+                  what);
+        return KS_FATAL;
+    }
+    host->log(ctx, KS_LOG_WARN, "mailbox: ledger %s failed (error %d); retrying", what, rc);
+    return KS_RETRY;
+}
+
+/* The offset of a ledger key "<prefix><20 digits>", or -1 for any other key
+ * under the prefix (the horizon row; a group name that merely extends it). */
+static int64_t key_offset(ks_bytes key, size_t plen)
+{
+    if (key.len != plen + OFFSET_DIGITS)
+        return -1;
+    const char *d = (const char *)key.data + plen;
+    int64_t v = 0;
+    for (size_t i = 0; i < OFFSET_DIGITS; i++) {
+        if (d[i] < '0' || d[i] > '9' || v > (INT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (d[i] - '0');
+    }
+    return v;
+}
+
+/* Read the horizon row of the partition whose ledger keys start with
+ * lk[0..plen) into *horizon (-1 when there is none). */
+static ks_verdict read_horizon(ks_ctx *ctx, mailbox_state *st, const char *lk, size_t plen,
+                               int64_t *horizon)
+{
+    char hk[LEDGER_KEY_MAX + 1];
+    memcpy(hk, lk, plen);
+    memcpy(hk + plen, LEDGER_HORIZON, sizeof LEDGER_HORIZON - 1);
+    ks_bytes v;
+    *horizon = -1;
+    int rc = host->store_get(st->ledger, (ks_bytes){hk, plen + sizeof LEDGER_HORIZON - 1}, &v);
+    if (rc == KS_ERR_NOT_FOUND)
+        return KS_OK;
+    if (rc != 0)
+        return store_failed(ctx, rc, "horizon read");
+    char text[32];
+    if (v.len == 0 || v.len >= sizeof text)
+        return KS_OK; /* not ours: ignore */
+    memcpy(text, v.data, v.len);
+    text[v.len] = '\0';
+    char *end;
+    long long h = strtoll(text, &end, 10);
+    if (*end == '\0' && h > 0)
+        *horizon = h;
+    return KS_OK;
+}
+
+static prune_slot *prune_slot_for(mailbox_state *st, const char *prefix, size_t plen)
+{
+    for (size_t i = 0; i < st->slot_count; i++)
+        if (strlen(st->slots[i].prefix) == plen && memcmp(st->slots[i].prefix, prefix, plen) == 0)
+            return &st->slots[i];
+    prune_slot *grown = realloc(st->slots, (st->slot_count + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    st->slots = grown;
+    char *copy = malloc(plen + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, prefix, plen);
+    copy[plen] = '\0';
+    prune_slot *s = &st->slots[st->slot_count++];
+    s->prefix = copy;
+    s->next_due = 0; /* the first command after init prunes: catch up */
+    return s;
+}
+
+typedef struct prune_scan {
+    mailbox_state *st;
+    size_t plen;
+    size_t n;
+} prune_scan;
+
+static int prune_collect(void *arg, ks_bytes key, ks_bytes value)
+{
+    (void)value;
+    prune_scan *ps = arg;
+    int64_t off = key_offset(key, ps->plen);
+    if (off >= 0)
+        ps->st->victims[ps->n++] = off;
+    return ps->n == LEDGER_PRUNE_MAX; /* a bounded batch */
+}
+
+/*
+ * Retention of the ledger, after a new row at `offset` of the partition
+ * whose keys start with lk[0..plen): delete rows of offsets below
+ * offset - retention + 1, in a bounded batch, and move the horizon row up.
+ *
+ * Why this is safe. The ledger is there for commands delivered again, and
+ * Kafka redelivers only from the consumer group's committed offset onwards
+ * (a crash or rebalance after the store commit but before the offset
+ * commit under at-least-once; another process that restored the task from
+ * the changelog). Under exactly-once the engine's transaction already
+ * commits the store writes, the results and the input offset together, so
+ * an aborted batch is replayed with its ledger rows aborted too; the ledger
+ * is the defence for at-least-once and for replays across processes. The
+ * committed offset trails the newest processed command by what was
+ * processed since the last successful offset commit, so a retention (in
+ * offsets, the unit of the replayable range) far above that keeps every
+ * row a replay can ask for; the default, 1 000 000 offsets per partition,
+ * is many commit intervals at any realistic rate.
+ *
+ * What a too small retention risks (or resetting the group's offsets
+ * further back than it): a replayed command whose row is gone. Rows are
+ * only pruned below offsets already processed, so such a command was
+ * processed; the horizon row says where pruning reached, and a command
+ * below it is dropped (WARN, metric `beyond_retention`) instead of running
+ * the handler twice, as a record for an expired window is. Its stored
+ * result is gone though, so an outbox row whose result went missing is not
+ * reconciled.
+ */
+static ks_verdict ledger_prune(ks_ctx *ctx, mailbox_state *st, const char *lk, size_t plen,
+                               int64_t offset, int64_t horizon)
+{
+    if (st->retention <= 0 || offset < 0)
+        return KS_OK;
+    prune_slot *slot = prune_slot_for(st, lk, plen);
+    if (slot) { /* out of memory: prune now, as if due */
+        if (offset < slot->next_due)
+            return KS_OK;
+        slot->next_due = offset + LEDGER_PRUNE_EVERY;
+    }
+    if (offset < st->retention)
+        return KS_OK; /* fewer offsets than the retention so far */
+    int64_t below = offset - st->retention + 1;
+    char from[LEDGER_KEY_MAX + 1], to[LEDGER_KEY_MAX + 1];
+    memcpy(from, lk, plen);
+    memcpy(to, lk, plen);
+    snprintf(to + plen, sizeof to - plen, "%020lld", (long long)below);
+    prune_scan ps = {st, plen, 0};
+    int rc = host->store_range(st->ledger, (ks_bytes){from, plen},
+                               (ks_bytes){to, plen + OFFSET_DIGITS}, prune_collect, &ps);
+    if (rc != 0)
+        return store_failed(ctx, rc, "prune scan");
+    for (size_t i = 0; i < ps.n; i++) {
+        snprintf(from + plen, sizeof from - plen, "%020lld", (long long)st->victims[i]);
+        rc = host->store_delete(st->ledger, (ks_bytes){from, plen + OFFSET_DIGITS});
+        if (rc != 0)
+            return store_failed(ctx, rc, "prune delete");
+    }
+    if (below > horizon) {
+        char value[24];
+        int vn = snprintf(value, sizeof value, "%lld", (long long)below);
+        memcpy(from + plen, LEDGER_HORIZON, sizeof LEDGER_HORIZON - 1);
+        rc = host->store_put(st->ledger, (ks_bytes){from, plen + sizeof LEDGER_HORIZON - 1},
+                             (ks_bytes){value, (size_t)vn});
+        if (rc != 0)
+            return store_failed(ctx, rc, "horizon write");
+    }
+    if (ps.n)
+        host->metric_add(ctx, "ledger_pruned", (double)ps.n);
+    return KS_OK;
+}
+
 static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     mailbox_state *st = state;
@@ -157,15 +371,16 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
         host->metric_add(ctx, "no_event_id", 1);
         return KS_SKIP;
     }
-    char lk[500];
-    int n = snprintf(lk, sizeof lk, LEDGER_PREFIX "%s/%s/%d/%020lld", st->group,
-                     rec->topic ? rec->topic : "-", (int)rec->partition,
-                     (long long)rec->offset);
-    if (n < 0 || (size_t)n >= sizeof lk) {
-        host->log(ctx, KS_LOG_ERROR, "mailbox: ledger key over 500 bytes (group %s)",
-                  st->group);
+    char lk[LEDGER_KEY_MAX + 1];
+    int pn = snprintf(lk, sizeof lk, LEDGER_PREFIX "%s/%s/%d/", st->group,
+                      rec->topic ? rec->topic : "-", (int)rec->partition);
+    if (pn < 0 || (size_t)pn + OFFSET_DIGITS > LEDGER_KEY_MAX) {
+        host->log(ctx, KS_LOG_ERROR, "mailbox: ledger key over %d bytes (group %s)",
+                  LEDGER_KEY_MAX, st->group);
         return KS_FATAL;
     }
+    size_t plen = (size_t)pn;
+    int n = pn + snprintf(lk + plen, sizeof lk - plen, "%020lld", (long long)rec->offset);
     ks_bytes key = {lk, (size_t)n}, done;
     int rc = host->store_get(st->ledger, key, &done);
     if (rc == 0) {
@@ -186,9 +401,26 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
         free(copy);
         return v;
     }
-    if (rc != KS_ERR_NOT_FOUND) {
-        host->log(ctx, KS_LOG_WARN, "mailbox: ledger read failed (error %d); retrying", rc);
-        return KS_RETRY;
+    if (rc != KS_ERR_NOT_FOUND)
+        return store_failed(ctx, rc, "read");
+    int64_t horizon = -1;
+    if (rec->offset >= 0) {
+        ks_verdict hv = read_horizon(ctx, st, lk, plen, &horizon);
+        if (hv != KS_OK)
+            return hv;
+    }
+    if (rec->offset >= 0 && rec->offset < horizon) {
+        /* processed long ago, its row pruned (see ledger_prune) */
+        if (st->beyond++ % 1000 == 0)
+            host->log(ctx, KS_LOG_WARN,
+                      "mailbox: event %s (%s[%d]@%lld) is below the ledger horizon %lld "
+                      "(ledger_retention %lld): it was processed and its row pruned; "
+                      "dropped, handler not run, no result sent (%llu so far)",
+                      id, rec->topic ? rec->topic : "-", (int)rec->partition,
+                      (long long)rec->offset, (long long)horizon, (long long)st->retention,
+                      (unsigned long long)st->beyond);
+        host->metric_add(ctx, "beyond_retention", 1);
+        return KS_OK;
     }
     host->buf_set(st->out, NULL, 0);
     ks_verdict v = st->handler(ctx, rec, st->out);
@@ -206,12 +438,12 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
     rc = host->store_put(st->ledger, key, (ks_bytes){text, len});
     if (rc != 0) {
         free(text);
-        if (rc == KS_ERR_STORE_FULL) {
-            host->log(ctx, KS_LOG_ERROR,
-                      "mailbox: the ledger store is full; raise its `map_size`");
-            return KS_FATAL;
-        }
-        return KS_RETRY;
+        return store_failed(ctx, rc, "write");
+    }
+    ks_verdict pv = ledger_prune(ctx, st, lk, plen, rec->offset, horizon);
+    if (pv != KS_OK) {
+        free(text);
+        return pv;
     }
     host->metric_add(ctx, v == KS_OK ? "success" : "pushed_failure", 1);
     ks_verdict fv = forward_result(ctx, rec, id, text, len);
@@ -223,8 +455,12 @@ static void mailbox_close(ks_ctx *ctx, void *state)
 {
     (void)ctx;
     mailbox_state *st = state;
-    if (st)
-        host->buf_free(st->out);
+    if (!st)
+        return;
+    host->buf_free(st->out);
+    for (size_t i = 0; i < st->slot_count; i++)
+        free(st->slots[i].prefix);
+    free(st->slots);
     free(st);
 }
 
@@ -233,6 +469,8 @@ static const ks_config_field mailbox_config[] = {
      "store of the idempotency ledger; default: the node's first store"},
     {"group", KS_CONFIG_STRING, 0, "",
      "consumer group in the ledger key; default: the application id"},
+    {"ledger_retention", KS_CONFIG_INT, 0, LEDGER_RETENTION_DEFAULT,
+     "ledger rows kept per input partition: the newest N offsets; 0 keeps every row"},
 };
 
 static const ks_processor_type mailbox_type = {
@@ -255,7 +493,7 @@ static const ks_processor_type *const processors[] = {&mailbox_type};
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "mailbox",
-    .version = "0.1.0",
+    .version = "0.2.0",
     .build_id = KS_BUILD_ID,
     .processors = processors,
     .processor_count = 1,

@@ -7,7 +7,8 @@
  * real LMDB stores, and runs each piped record through the engine's own
  * processing code (the task walk of engine/task.c). What a worker would
  * send to Kafka is kept in memory instead: sink records for
- * ks_driver_read_output(), changelog writes for the stores' checkpoints.
+ * ks_driver_read_output(), outbox events (host->outbox_enqueue) for
+ * ks_driver_read_event(), changelog writes for the stores' checkpoints.
  *
  * Link:  cc test.c $(pkg-config --cflags --libs kstreams-testdriver)
  * Guide: docs/testing-plugins.md
@@ -22,9 +23,10 @@
  *    piped record by default, or only on ks_driver_commit() with
  *    `manual_commit`;
  *  - on KS_RETRY or KS_FATAL aborts the open batch: store writes since the
- *    last commit are undone and sink records of that batch not yet read are
- *    discarded (a read_committed consumer would never see them). The driver
- *    does not replay; pipe the record again to retry.
+ *    last commit are undone and sink records and outbox events of that
+ *    batch not yet read are discarded (a read_committed consumer would
+ *    never see them). The driver does not replay; pipe the record again to
+ *    retry.
  *
  * Time: stream time advances with the timestamps of piped records (and
  * fires stream-time punctuations as the engine does). Wall-clock time is
@@ -95,6 +97,32 @@ typedef struct ks_driver_record {
     size_t header_count;
 } ks_driver_record;
 
+/* An outbox event read back with ks_driver_read_event(): what a processor
+ * handed host->outbox_enqueue(). Every pointer is owned by the driver and
+ * valid until the next ks_driver_read_event() on the same driver, or
+ * ks_driver_close(); nothing is to be freed by the caller. */
+typedef struct ks_driver_event {
+    const char *outbox; /* the outbox's name (YAML `outbox: name:`)       */
+    /* The event id the engine would give it: 32 lower-case hex digits,
+     * NUL-terminated, derived from the application id, the input record's
+     * topic, partition and offset and `rank`, so the same input offset
+     * gives the same id (also in another driver or in the engine). */
+    const char *id;
+    const char *user;   /* the user id (user_len bytes, NUL-terminated)   */
+    size_t user_len;
+    const void *payload; /* never NULL, even for an empty payload; a NUL
+                          * follows its payload_len bytes                 */
+    size_t payload_len;
+    /* The input record that was being processed (as piped: its source's
+     * topic, its partition, the offset the driver gave it). */
+    const char *input_topic;
+    int32_t input_partition;
+    int64_t input_offset;
+    uint32_t rank;     /* 0 for the record's first event, then 1, ...     */
+    int32_t task;      /* the task (input partition) that produced it     */
+    int64_t timestamp; /* the input record's timestamp                    */
+} ks_driver_event;
+
 /*
  * Load the pipeline YAML file `path`, load its plugins, open the stores and
  * init every processor of every task. `opt` may be NULL (all defaults). On
@@ -150,6 +178,30 @@ int ks_driver_read_output(ks_driver *drv, const char *sink, ks_driver_record *re
 
 /* Number of unread sink records of `sink` (NULL: all). */
 size_t ks_driver_output_count(const ks_driver *drv, const char *sink);
+
+/*
+ * Outbox events. With an `outbox:` section in the pipeline, a processor's
+ * host->outbox_enqueue() succeeds under the driver as in the engine (same
+ * checks, same derived id) and the event is kept here instead of being
+ * sent to the requests topic. Like sink records, an event can be read as
+ * soon as the ks_driver_pipe*() that made it returns, also with
+ * `manual_commit` before ks_driver_commit(); when its batch is aborted
+ * (KS_RETRY, KS_FATAL, a failed commit) an event not yet read is discarded,
+ * as the engine's outbox never sees an aborted batch's events. Without an
+ * `outbox:` section outbox_enqueue() returns KS_ERR_NOT_FOUND to the
+ * processor, as in the engine.
+ *
+ * Take the oldest unread event of outbox `outbox` (its `name:`; NULL: of
+ * any), in enqueue order. Returns 0 and fills *ev (see ks_driver_event for
+ * ownership; the previous event read is released), KS_ERR_NOT_FOUND when
+ * there is none or no outbox of that name (*ev is zeroed), KS_ERR_INVALID
+ * for a NULL drv or ev.
+ */
+int ks_driver_read_event(ks_driver *drv, const char *outbox, ks_driver_event *ev);
+
+/* Number of unread events of outbox `outbox` (NULL: all); 0 for an unknown
+ * outbox or a NULL drv. */
+size_t ks_driver_event_count(const ks_driver *drv, const char *outbox);
 
 /*
  * Read `key` from store `store` of task `partition` (-1: the task the key

@@ -4,6 +4,8 @@
 #include "itest.h"
 
 #include <CUnit/Basic.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -356,6 +359,106 @@ void it_engine_kill(pid_t pid)
 {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+/* --- loopback HTTP --------------------------------------------------- */
+
+static int http_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = send(fd, buf, len, MSG_NOSIGNAL); /* a closed peer is no signal */
+        if (w <= 0)
+            return -1;
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The whole response (until the server closes); malloc'd, NUL-terminated. */
+static char *read_all(int fd)
+{
+    size_t cap = 1 << 14, len = 0;
+    char *buf = malloc(cap);
+    ssize_t n;
+    while (buf && (n = read(fd, buf + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (len + 1 == cap) {
+            char *g = realloc(buf, cap *= 2);
+            if (!g) {
+                free(buf);
+                return NULL;
+            }
+            buf = g;
+        }
+    }
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+int it_http(int port, const char *method, const char *path, const char *body, char *resp,
+            size_t resplen)
+{
+    if (resp && resplen)
+        resp[0] = '\0';
+    int fd = http_connect(port);
+    if (fd < 0)
+        return -1;
+    size_t blen = body ? strlen(body) : 0;
+    char head[1024];
+    int n = snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     method, path, blen);
+    /* a server may answer (413) and close before the whole body is sent:
+     * read the answer whatever the write did */
+    if (write_all(fd, head, (size_t)n) == 0)
+        (void)write_all(fd, body ? body : "", blen);
+    char *all = read_all(fd);
+    close(fd);
+    int code = -1;
+    if (all && sscanf(all, "HTTP/1.%*d %d", &code) == 1 && resp && resplen) {
+        const char *b = strstr(all, "\r\n\r\n");
+        snprintf(resp, resplen, "%s", b ? b + 4 : "");
+    }
+    free(all);
+    return code;
+}
+
+int it_http_wait(int port, const char *path, int timeout_ms)
+{
+    for (int64_t end = it_now_ms() + timeout_ms; it_now_ms() < end; it_sleep_ms(50))
+        if (it_http(port, "GET", path, NULL, NULL, 0) > 0)
+            return 0;
+    return -1;
+}
+
+int it_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof sa;
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
 }
 
 int it_log_count(const char *log, const char *needle)

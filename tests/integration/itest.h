@@ -79,6 +79,15 @@ int it_log_count(const char *log, const char *needle);
 /* Sum of the integer that follows `prefix` on every line of log that
  * contains it (e.g. "records replayed" counts). */
 long it_log_sum_before(const char *log, const char *prefix, const char *suffix);
+/* One HTTP/1.1 request to 127.0.0.1:port on a fresh connection; returns
+ * the status code, -1 when nothing answers. The response body goes to
+ * resp (truncated to resplen - 1; resp may be NULL). */
+int it_http(int port, const char *method, const char *path, const char *body, char *resp,
+            size_t resplen);
+/* Wait up to timeout_ms until GET path on port answers at all; 0 or -1. */
+int it_http_wait(int port, const char *path, int timeout_ms);
+/* A loopback port the kernel says is free right now; 0 on error. */
+int it_free_port(void);
 /* Sleep ms milliseconds. */
 void it_sleep_ms(int ms);
 int64_t it_now_ms(void);

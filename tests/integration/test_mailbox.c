@@ -16,13 +16,10 @@
  *      restarted: the same checks
  */
 #include <CUnit/CUnit.h>
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "itest.h"
@@ -36,54 +33,6 @@ static char dir[256];
 static char ids[USERS][PER_USER][40];
 static int want_ok[USERS][PER_USER];
 static long want_balance[USERS][PER_USER];
-
-/* --- HTTP ---------------------------------------------------------------- */
-
-static int http(int port, const char *method, const char *path, const char *body,
-                char *resp, size_t resplen)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    size_t blen = body ? strlen(body) : 0;
-    char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                     method, path, blen, body ? body : "");
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    char buf[8192];
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    buf[got] = '\0';
-    close(fd);
-    int code = -1;
-    sscanf(buf, "HTTP/1.%*d %d", &code);
-    const char *b = strstr(buf, "\r\n\r\n");
-    snprintf(resp, resplen, "%s", b ? b + 4 : "");
-    return code;
-}
-
-static void wait_http(int port)
-{
-    char resp[256];
-    for (int i = 0; i < 200; i++) {
-        if (http(port, "GET", "/outbox/events/x", NULL, resp, sizeof resp) > 0)
-            return;
-        it_sleep_ms(50);
-    }
-    CU_FAIL("the outbox endpoint never answered");
-}
 
 /* --- commands and their reference -------------------------------------- */
 
@@ -129,7 +78,7 @@ static int post_all(int port, int from_k, int to_k)
             snprintf(body, sizeof body,
                      "{\"user\":\"user-%02d\",\"payload\":{\"op\":\"%s\",\"amount\":%ld}}", u,
                      op, a);
-            if (http(port, "POST", "/outbox/commands/events", body, resp, sizeof resp) == 201 &&
+            if (it_http(port, "POST", "/outbox/commands/events", body, resp, sizeof resp) == 201 &&
                 sscanf(resp, "{\"id\":\"%32[0-9a-f]\"", ids[u][k]) == 1)
                 ok++;
         }
@@ -146,7 +95,7 @@ static int terminal_rows(int port, int check, int *wrong)
         for (int k = 0; k < PER_USER; k++) {
             char path[128], resp[4096];
             snprintf(path, sizeof path, "/outbox/events/%s", ids[u][k]);
-            if (http(port, "GET", path, NULL, resp, sizeof resp) != 200)
+            if (it_http(port, "GET", path, NULL, resp, sizeof resp) != 200)
                 continue;
             json_error_t e;
             json_t *j = json_loads(resp, 0, &e);
@@ -294,7 +243,7 @@ static void test_all_in_one(void)
     int port = base_port();
     write_yaml(yaml, app, app, topic, port, 1, state, 100);
     pid_t pid = it_engine_start(yaml, "one", log);
-    wait_http(port);
+    CU_ASSERT_EQUAL(it_http_wait(port, "/outbox/events/x", 10000), 0);
     int64_t t0 = it_now_ms();
     CU_ASSERT_EQUAL(post_all(port, 0, PER_USER), N);
     int t = wait_terminal(port, 90000);
@@ -332,7 +281,7 @@ static void test_two_processes_kill(void)
     write_yaml(myaml, mapp, app, topic, 0, 1, mstate, 1000);
     pid_t op = it_engine_start(oyaml, "two-outbox", olog);
     pid_t mp = it_engine_start(myaml, "two-mailbox", mlog);
-    wait_http(port);
+    CU_ASSERT_EQUAL(it_http_wait(port, "/outbox/events/x", 10000), 0);
     /* post round by round; kill the mailbox engine once results started
      * to come back, with commands still arriving and (1 s batches) a
      * transaction open */

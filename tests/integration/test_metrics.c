@@ -6,12 +6,9 @@
  * (count's null_keys) shows the records with no key.
  */
 #include <CUnit/CUnit.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "itest.h"
@@ -34,33 +31,9 @@ static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
 /* GET /metrics from 127.0.0.1:port; returns a malloc'd body or NULL. */
 static char *scrape(int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
-    const char *req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, req, strlen(req)) < 0) {
-        close(fd);
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    ssize_t n;
-    while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
-        len += (size_t)n;
-        if (len + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-    }
-    close(fd);
-    buf[len] = '\0';
-    char *body = strstr(buf, "\r\n\r\n");
-    char *out = body ? strdup(body + 4) : NULL;
-    free(buf);
-    return out;
+    static char body[1 << 20];
+    return it_http(port, "GET", "/metrics", NULL, body, sizeof body) == 200 ? strdup(body)
+                                                                              : NULL;
 }
 
 /* Sum of every sample of `family` whose labels contain `match` (or all). */
@@ -84,22 +57,6 @@ static double sum_of(const char *text, const char *family, const char *match)
     return sum;
 }
 
-/* A port the kernel says is free right now (bind to 0, read it back). */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t len = sizeof sa;
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static void test_metrics_endpoint(void)
 {
     char dir[256], app[128], in[128], out[128], yaml[512], log[512];
@@ -109,7 +66,7 @@ static void test_metrics_endpoint(void)
     it_unique(out, sizeof out, "metrics-out");
     CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
     CU_ASSERT_FATAL(it_produce(in, N, make_rec, NULL) == 0);
-    int port = free_port();
+    int port = it_free_port();
     snprintf(yaml, sizeof yaml, "%s/p.yaml", dir);
     snprintf(log, sizeof log, "%s/engine.log", dir);
     it_write_file(yaml,

@@ -20,12 +20,9 @@
  *      gap and no repeat (the event and the store write commit together)
  */
 #include <CUnit/CUnit.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "itest.h"
@@ -35,56 +32,12 @@
 
 static char dir[256];
 
-/* --- a minimal HTTP client -------------------------------------------- */
-
-/* One request on a fresh connection; returns the status code (-1 when the
- * server cannot be reached) and the body in resp. */
-static int http(int port, const char *method, const char *path, const char *body,
-                char *resp, size_t resplen)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    size_t blen = body ? strlen(body) : 0;
-    char *req = malloc(blen + 512);
-    int n = snprintf(req, 512,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-                     method, path, blen);
-    memcpy(req + n, body ? body : "", blen);
-    ssize_t off = 0, total = n + (ssize_t)blen;
-    while (off < total) {
-        ssize_t w = write(fd, req + off, (size_t)(total - off));
-        if (w <= 0)
-            break;
-        off += w;
-    }
-    free(req);
-    char buf[8192];
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fd, buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    buf[got] = '\0';
-    close(fd);
-    int code = -1;
-    sscanf(buf, "HTTP/1.%*d %d", &code);
-    const char *b = strstr(buf, "\r\n\r\n");
-    snprintf(resp, resplen, "%s", b ? b + 4 : "");
-    return code;
-}
-
 static int post_event(int port, const char *user, int n)
 {
     char body[256], resp[512];
     snprintf(body, sizeof body, "{\"user\":\"%s\",\"payload\":{\"u\":\"%s\",\"n\":%d}}", user,
              user, n);
-    return http(port, "POST", "/outbox/commands/events", body, resp, sizeof resp);
+    return it_http(port, "POST", "/outbox/commands/events", body, resp, sizeof resp);
 }
 
 /* --- the engine --------------------------------------------------------- */
@@ -135,18 +88,6 @@ static void eng_init(eng *e, const char *app, const char *topic, int port, int m
                   "  retry: { max_attempts: 1000 }\n",
                   app, it_bootstrap(), extra_kafka ? extra_kafka : "", e->state, app, app,
                   topic, port, max_users);
-}
-
-/* Wait until the endpoint answers. */
-static void wait_http(int port)
-{
-    char resp[256];
-    for (int i = 0; i < 200; i++) {
-        if (http(port, "GET", "/outbox/events/x", NULL, resp, sizeof resp) > 0)
-            return;
-        it_sleep_ms(50);
-    }
-    CU_FAIL("the outbox endpoint never answered");
 }
 
 /* Count of rows in `status` from `kstreams outbox-status FILE`; -1 on error. */
@@ -262,7 +203,7 @@ static void test_accept_while_down(void)
     eng_init(&e1, app, topic, port, 100, NULL, "a");
     CU_ASSERT_EQUAL_FATAL(kafka_script("stop-keep"), 0);
     pid_t pid = it_engine_start(e1.yaml, "a", e1.log);
-    wait_http(port);
+    CU_ASSERT_EQUAL(it_http_wait(port, "/outbox/events/x", 10000), 0);
     int64_t t0 = it_now_ms();
     int ok = 0;
     /* round-robin over users: user u's k-th event carries n = k */
@@ -302,7 +243,7 @@ static void test_accept_while_down(void)
 static void test_bad_inputs(void)
 {
     pid_t pid = it_engine_start(e1.yaml, "a", e1.log);
-    wait_http(e1.port);
+    CU_ASSERT_EQUAL(it_http_wait(e1.port, "/outbox/events/x", 10000), 0);
     long before, after;
     count_status(&e1, "PUBLISHED", &before);
     char big[6000], resp[1024];
@@ -330,7 +271,7 @@ static void test_bad_inputs(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *body = cases[i].code == 413 ? big : cases[i].body;
-        int code = http(e1.port, cases[i].method, cases[i].path, body, resp, sizeof resp);
+        int code = it_http(e1.port, cases[i].method, cases[i].path, body, resp, sizeof resp);
         if (code != cases[i].code || !strstr(resp, cases[i].reason))
             printf("\n  case %zu: %d %s\n", i, code, resp);
         CU_ASSERT_EQUAL(code, cases[i].code);
@@ -362,7 +303,7 @@ static void test_kill9_probe(void)
          * with rows DISPATCHING */
         eng_init(&e, app, topic, e1.port + 1 + (int)s, 20, "linger.ms: 1000", tag);
         pid_t pid = it_engine_start(e.yaml, "k", e.log);
-        wait_http(e.port);
+        CU_ASSERT_EQUAL(it_http_wait(e.port, "/outbox/events/x", 10000), 0);
         for (int k = 0; k < 5; k++)
             for (int u = 0; u < 100; u++) {
                 char user[32];
@@ -417,8 +358,8 @@ static void test_two_instances(void)
     eng_init(&b, app, topic, e1.port + 11, 30, NULL, "two-b");
     pid_t pa = it_engine_start(a.yaml, "two-a", a.log);
     pid_t pb = it_engine_start(b.yaml, "two-b", b.log);
-    wait_http(a.port);
-    wait_http(b.port);
+    CU_ASSERT_EQUAL(it_http_wait(a.port, "/outbox/events/x", 10000), 0);
+    CU_ASSERT_EQUAL(it_http_wait(b.port, "/outbox/events/x", 10000), 0);
     /* the same 150 users through both instances, interleaved; event n of a
      * user goes to instance n % 2, so both assign every user */
     for (int k = 0; k < 4; k++)

@@ -1,19 +1,26 @@
 /*
  * test_driver.c - the test driver (include/kstreams/testdriver.h) with the
- * shipped plugins (count, aggregate), the page_views example functions and
- * the plugin-test example plugin (wall-clock punctuations).
+ * shipped plugins (count, aggregate), the page_views example functions,
+ * the plugin-test example plugin (wall-clock punctuations) and the test
+ * plugin notify (outbox events, tests/plugins/notify.c).
  *
  * Only the public driver API is used, as a plugin author would, plus
- * librdkafka's own murmur2 partitioner to cross-check ours.
+ * librdkafka's own murmur2 partitioner to cross-check ours, the engine's
+ * ks_outbox_derive_id to cross-check event ids, and the engine's log
+ * level to see what notify logs.
  */
+#include <ctype.h>
 #include <ftw.h>
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "kstreams/testdriver.h"
+#include "log.h"
+#include "outbox.h"
 #include "unit/test_util.h"
 
 #define DRIVER_PLUGIN_PATH                                                             \
@@ -405,6 +412,230 @@ static void test_wallclock(void)
     ks_driver_close(drv);
 }
 
+/* ---- outbox events (notify: one event per record) ---------------------------- */
+
+#define NOTIFY_PLUGIN_PATH KS_TEST_BUILDDIR "/tests/plugins/.libs"
+
+/* notify keeps a count per user in `counts` and hands the outbox `outbox`
+ * (config; default "commands") {"u":"<key>","n":<count before>}. */
+#define NOTIFY_YAML(sink_value, notify_config, outbox)                                 \
+    HEADER "sources:\n"                                                                \
+           "  in: { topic: in, key: string, value: string }\n"                         \
+           "nodes:\n"                                                                  \
+           "  - { name: notify, type: notify.notify, from: in, stores: [counts]"       \
+           notify_config " }\n"                                                        \
+           "sinks:\n"                                                                  \
+           "  - { name: out, from: notify, topic: out, key: string, value: " sink_value \
+           " }\n" outbox
+
+#define OUTBOX_COMMANDS                                                                \
+    "outbox:\n"                                                                        \
+    "  name: commands\n"                                                               \
+    "  topic: mailbox\n"
+
+static ks_driver *open_notify(const char *yaml, ks_driver_options *opt)
+{
+    ks_driver_options defaults = {0};
+    if (!opt)
+        opt = &defaults;
+    opt->plugin_path = NOTIFY_PLUGIN_PATH;
+    return open_yaml(yaml, opt);
+}
+
+static int is_event_id(const char *id)
+{
+    if (!id || strlen(id) != KS_OUTBOX_ID_LEN)
+        return 0;
+    for (const char *c = id; *c; c++)
+        if (!isxdigit((unsigned char)*c) || isupper((unsigned char)*c))
+            return 0;
+    return 1;
+}
+
+/* 1 when the next event is notify's n-th for `user`, made by the record at
+ * `offset` of partition 0 of topic "in"; its id goes into id (may be NULL). */
+static int next_event(ks_driver *drv, const char *user, int n, int64_t offset, char *id)
+{
+    ks_driver_event ev;
+    if (ks_driver_read_event(drv, "commands", &ev) != 0)
+        return 0;
+    char payload[128], want[KS_OUTBOX_ID_LEN + 1];
+    snprintf(payload, sizeof payload, "{\"u\":\"%s\",\"n\":%d}", user, n);
+    if (ks_outbox_derive_id("driver-test", "in", 0, offset, 0, want) != 0)
+        return 0;
+    if (id)
+        memcpy(id, ev.id, KS_OUTBOX_ID_LEN + 1);
+    return ev.outbox && strcmp(ev.outbox, "commands") == 0 && is_event_id(ev.id) &&
+           strcmp(ev.id, want) == 0 && ev.user && strcmp(ev.user, user) == 0 &&
+           ev.user_len == strlen(user) && ev.payload && ev.payload_len == strlen(payload) &&
+           memcmp(ev.payload, payload, ev.payload_len) == 0 && ev.input_topic &&
+           strcmp(ev.input_topic, "in") == 0 && ev.input_partition == 0 &&
+           ev.input_offset == offset && ev.rank == 0 && ev.task == 0;
+}
+
+static void test_outbox_events(void)
+{
+    ks_driver *drv = open_notify(NOTIFY_YAML("string", "", OUTBOX_COMMANDS), NULL);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "alice", "a", 100), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "bob", "b", 200), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "alice", "c", 300), 0);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 3);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, "commands"), 3);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, "nope"), 0);
+    ks_driver_event ev;
+    CU_ASSERT_EQUAL(ks_driver_read_event(drv, "nope", &ev), KS_ERR_NOT_FOUND);
+    CU_ASSERT_PTR_NULL(ev.id);
+    /* the sink records are there too, unaffected */
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, "out"), 3);
+
+    char ids[3][KS_OUTBOX_ID_LEN + 1];
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_event(drv, NULL, &ev), 0);
+    CU_ASSERT_STRING_EQUAL(ev.outbox, "commands");
+    CU_ASSERT(is_event_id(ev.id));
+    CU_ASSERT_STRING_EQUAL(ev.user, "alice");
+    CU_ASSERT(ev.payload_len == 19 && memcmp(ev.payload, "{\"u\":\"alice\",\"n\":0}", 19) == 0);
+    CU_ASSERT_EQUAL(ev.input_offset, 0);
+    CU_ASSERT_EQUAL(ev.timestamp, 100);
+    memcpy(ids[0], ev.id, sizeof ids[0]);
+    CU_ASSERT(next_event(drv, "bob", 0, 1, ids[1]));
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, "commands"), 1);
+    CU_ASSERT(next_event(drv, "alice", 1, 2, ids[2]));
+    CU_ASSERT_EQUAL(ks_driver_read_event(drv, "commands", &ev), KS_ERR_NOT_FOUND);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 0);
+    CU_ASSERT(strcmp(ids[0], ids[1]) != 0 && strcmp(ids[1], ids[2]) != 0 &&
+              strcmp(ids[0], ids[2]) != 0);
+    /* the events' counts were committed with them */
+    CU_ASSERT_EQUAL(stored(drv, "counts", "alice"), 2);
+    ks_driver_close(drv);
+
+    /* the same input offsets in another driver: the same ids */
+    drv = open_notify(NOTIFY_YAML("string", "", OUTBOX_COMMANDS), NULL);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "alice", "a", 100), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "bob", "b", 200), 0);
+    char again[KS_OUTBOX_ID_LEN + 1];
+    CU_ASSERT(next_event(drv, "alice", 0, 0, again));
+    CU_ASSERT_STRING_EQUAL(again, ids[0]);
+    CU_ASSERT(next_event(drv, "bob", 0, 1, again));
+    CU_ASSERT_STRING_EQUAL(again, ids[1]);
+    ks_driver_close(drv);
+}
+
+/* Several partitions: each event names its input record's partition. */
+static void test_outbox_partitions(void)
+{
+    ks_driver_options opt = {.partitions = 3};
+    ks_driver *drv = open_notify(NOTIFY_YAML("string", "", OUTBOX_COMMANDS), &opt);
+    char key[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(key, sizeof key, "u%d", i % 6);
+        CU_ASSERT_EQUAL(pipe_s(drv, "in", key, "x", i), 0);
+    }
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, "commands"), 12);
+    ks_driver_event ev;
+    int n = 0, wrong = 0;
+    while (ks_driver_read_event(drv, "commands", &ev) == 0) {
+        int32_t p = ks_driver_partition_for(ev.user, ev.user_len, 3);
+        char want[KS_OUTBOX_ID_LEN + 1] = "";
+        ks_outbox_derive_id("driver-test", "in", p, ev.input_offset, 0, want);
+        char payload[64];
+        snprintf(payload, sizeof payload, "{\"u\":\"%s\",\"n\":%d}", ev.user, n / 6);
+        wrong += ev.input_partition != p || ev.task != p || strcmp(ev.id, want) != 0 ||
+                 strcmp(ev.payload, payload) != 0 || ev.timestamp != n;
+        n++;
+    }
+    CU_ASSERT_EQUAL(n, 12);
+    CU_ASSERT_EQUAL(wrong, 0);
+    ks_driver_close(drv);
+}
+
+/* An aborted batch drops its unread events, as its sink records; events
+ * are readable before a manual commit. */
+static void test_outbox_abort(void)
+{
+    /* the sink wants JSON: notify's forward of a non-JSON value fails, it
+     * returns KS_RETRY after its outbox_enqueue */
+    ks_driver *drv = open_notify(NOTIFY_YAML("json", "", OUTBOX_COMMANDS), NULL);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "alice", "1", 1), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "alice", "x", 2), KS_RETRY);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 1);
+    CU_ASSERT_EQUAL(stored(drv, "counts", "alice"), 1);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "alice", "2", 3), 0);
+    CU_ASSERT(next_event(drv, "alice", 0, 0, NULL));
+    CU_ASSERT(next_event(drv, "alice", 1, 2, NULL)); /* n not skipped */
+    ks_driver_close(drv);
+
+    ks_driver_options opt = {.manual_commit = 1};
+    drv = open_notify(NOTIFY_YAML("json", "", OUTBOX_COMMANDS), &opt);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "a", "1", 1), 0);
+    CU_ASSERT_EQUAL(ks_driver_commit(drv), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "b", "1", 2), 0);
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "c", "1", 3), 0);
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 3); /* before the commit */
+    ks_driver_event ev;
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_event(drv, NULL, &ev), 0);
+    CU_ASSERT_STRING_EQUAL(ev.user, "a");
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_event(drv, NULL, &ev), 0);
+    CU_ASSERT_STRING_EQUAL(ev.user, "b");
+    CU_ASSERT_EQUAL(pipe_s(drv, "in", "d", "x", 4), KS_RETRY);
+    /* the handed-out event stays valid; c's and d's are gone */
+    CU_ASSERT_STRING_EQUAL(ev.user, "b");
+    CU_ASSERT(is_event_id(ev.id));
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 0);
+    CU_ASSERT_EQUAL(ks_driver_read_event(drv, NULL, &ev), KS_ERR_NOT_FOUND);
+    CU_ASSERT_EQUAL(stored(drv, "counts", "b"), -1);
+    ks_driver_close(drv);
+}
+
+/* Pipe one record with the engine's log (stderr) going to `log`. */
+static int pipe_logged(ks_driver *drv, const char *key, char *log, size_t cap)
+{
+    FILE *f = tmpfile();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(fileno(f), STDERR_FILENO);
+    ks_log_level level = ks_log_get_level();
+    ks_log_set_level(KS_LOG_WARN);
+    int rc = pipe_s(drv, "in", key, "1", 1);
+    ks_log_set_level(level);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(f);
+    size_t n = fread(log, 1, cap - 1, f);
+    log[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
+/* Without an outbox (or another name) outbox_enqueue fails as before:
+ * KS_ERR_NOT_FOUND to the processor (notify logs it and retries). */
+static void test_outbox_not_found(void)
+{
+    char log[4096], want[64];
+    snprintf(want, sizeof want, "outbox_enqueue: %d", KS_ERR_NOT_FOUND);
+    ks_driver *drv = open_notify(NOTIFY_YAML("string", "", ""), NULL);
+    CU_ASSERT_EQUAL(pipe_logged(drv, "alice", log, sizeof log), KS_RETRY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, NULL), 0);
+    ks_driver_event ev;
+    CU_ASSERT_EQUAL(ks_driver_read_event(drv, NULL, &ev), KS_ERR_NOT_FOUND);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0);
+    CU_ASSERT_EQUAL(stored(drv, "counts", "alice"), -1);
+    ks_driver_close(drv);
+
+    drv = open_notify(NOTIFY_YAML("string", ", config: { outbox: other }", OUTBOX_COMMANDS),
+                      NULL);
+    CU_ASSERT_EQUAL(pipe_logged(drv, "alice", log, sizeof log), KS_RETRY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
+    CU_ASSERT_EQUAL(ks_driver_event_count(drv, "commands"), 0);
+    ks_driver_close(drv);
+
+    CU_ASSERT_EQUAL(ks_driver_read_event(NULL, NULL, &ev), KS_ERR_INVALID);
+    CU_ASSERT_EQUAL(ks_driver_event_count(NULL, NULL), 0);
+}
+
 void ks_test_register_driver(void)
 {
     CU_pSuite s = CU_add_suite("driver", NULL, NULL);
@@ -417,4 +648,8 @@ void ks_test_register_driver(void)
     CU_add_test(s, "a given state_dir persists", test_state_dir_persists);
     CU_add_test(s, "open errors name file and plugin", test_open_errors);
     CU_add_test(s, "wall-clock punctuations fire when due", test_wallclock);
+    CU_add_test(s, "outbox events: ids as the engine's, in order", test_outbox_events);
+    CU_add_test(s, "outbox events name their input partition", test_outbox_partitions);
+    CU_add_test(s, "outbox events of an aborted batch are dropped", test_outbox_abort);
+    CU_add_test(s, "no outbox of that name: KS_ERR_NOT_FOUND", test_outbox_not_found);
 }

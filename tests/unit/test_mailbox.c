@@ -4,16 +4,21 @@
  * LMDB stores without a broker: results, the idempotency ledger (a repeat
  * of group + topic + partition + offset is "already processed" and
  * re-sends the stored result without running the handler), the ledger row
- * and the handler's writes committed or aborted together, and the ledger
- * surviving a task restart.
+ * and the handler's writes committed or aborted together, the ledger
+ * surviving a task restart, and its retention (`ledger_retention`: old rows
+ * pruned in bounded batches, recent ones kept, a pruned replay dropped),
+ * also through the public test driver.
  */
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
+#include "kstreams/testdriver.h"
 #include "store.h"
 #include "task.h"
 #include "topology.h"
@@ -37,6 +42,7 @@ typedef struct mb_h {
     size_t nout;
     int64_t next_cl;
     size_t cl_writes;
+    size_t cl_deletes; /* tombstones among cl_writes */
 } mb_h;
 
 static mb_h M;
@@ -62,6 +68,8 @@ static int mb_changelog(void *arg, ks_task *task, int store, ks_bytes key,
     (void)value;
     mb_h *h = arg;
     h->cl_writes++;
+    if (!value)
+        h->cl_deletes++;
     task->changelog_hi[store] = h->next_cl++;
     return 0;
 }
@@ -74,13 +82,12 @@ static int mb_rm(const char *path, const struct stat *st, int flag, struct FTW *
     return remove(path);
 }
 
-static void mb_start(mb_h *h)
+/* Build the topology and task 0 over h->tmp; `cfg` is the mailbox node's
+ * `config:` (YAML flow text) or NULL. Returns 0; -1 when the pipeline or
+ * the topology (config schema) is refused; -2 when the task (init) is; err
+ * says why. */
+static int mb_open(mb_h *h, const char *cfg, char *err, size_t errlen)
 {
-    memset(h, 0, sizeof *h);
-    snprintf(h->tmp, sizeof h->tmp, "/tmp/ks-mailbox-test-XXXXXX");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(h->tmp));
-    snprintf(h->state_dir, sizeof h->state_dir, "%s/state", h->tmp);
-    snprintf(h->copy_dir, sizeof h->copy_dir, "%s/copies", h->tmp);
     char yaml[4096];
     int n = snprintf(yaml, sizeof yaml,
                      "application: bank\n"
@@ -95,25 +102,56 @@ static void mb_start(mb_h *h)
                      "    from: commands\n"
                      "    stores: [ledger, balances]\n"
                      "    functions: { handler: balances.apply }\n"
+                     "%s%s%s"
                      "sinks:\n"
                      "  - { from: mailbox, topic: bank-outbox-results, key: string, "
                      "value: json }\n",
-                     h->state_dir, MB_PLUGINS_DIR, MB_EXAMPLE_DIR);
+                     h->state_dir, MB_PLUGINS_DIR, MB_EXAMPLE_DIR, cfg ? "    config: " : "",
+                     cfg ? cfg : "", cfg ? "\n" : "");
     ks_pipeline *p = NULL;
-    char err[1024] = "";
-    int rc = ks_pipeline_parse("mailbox.yaml", yaml, (size_t)n, &p, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "\nparse: %s\n", err);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
-    rc = ks_topology_build(p, ks_host_api_table(), h->copy_dir, &h->topo, err, sizeof err);
-    if (rc)
-        fprintf(stderr, "\ntopology: %s\n", err);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    if (ks_pipeline_parse("mailbox.yaml", yaml, (size_t)n, &p, err, errlen) != 0)
+        return -1;
+    if (ks_topology_build(p, ks_host_api_table(), h->copy_dir, &h->topo, err, errlen) != 0)
+        return -1; /* the topology owns p from here, also on failure */
     h->io = (ks_task_io){.arg = h, .emit = mb_emit, .changelog = mb_changelog};
-    rc = ks_task_create(h->topo, 0, &h->io, &h->task, err, sizeof err);
+    if (ks_task_create(h->topo, 0, &h->io, &h->task, err, errlen) != 0) {
+        ks_topology_free(h->topo);
+        h->topo = NULL;
+        return -2;
+    }
+    return 0;
+}
+
+/* A fresh h over a new temporary directory. */
+static void mb_dirs(mb_h *h)
+{
+    memset(h, 0, sizeof *h);
+    snprintf(h->tmp, sizeof h->tmp, "/tmp/ks-mailbox-test-XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(h->tmp));
+    snprintf(h->state_dir, sizeof h->state_dir, "%.63s/state", h->tmp);
+    snprintf(h->copy_dir, sizeof h->copy_dir, "%.63s/copies", h->tmp);
+}
+
+static void mb_start_cfg(mb_h *h, const char *cfg)
+{
+    mb_dirs(h);
+    char err[1024] = "";
+    int rc = mb_open(h, cfg, err, sizeof err);
     if (rc)
-        fprintf(stderr, "\ntask: %s\n", err);
+        fprintf(stderr, "\nopen: %s\n", err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
+}
+
+static void mb_start(mb_h *h) { mb_start_cfg(h, NULL); }
+
+/* Stop the task and drop the topology, keeping the state directory (a
+ * redeploy with another config). */
+static void mb_close_keep(mb_h *h)
+{
+    ks_task_destroy(h->task);
+    ks_topology_free(h->topo);
+    h->task = NULL;
+    h->topo = NULL;
 }
 
 static void mb_reopen(mb_h *h)
@@ -275,6 +313,307 @@ static void test_ledger_atomic(void)
     mb_stop(h);
 }
 
+/* ---- retention ------------------------------------------------------ */
+
+/* plugins/mailbox.c: a partition is pruned at most once per PRUNE_EVERY
+ * offsets, at most PRUNE_MAX rows at a time. */
+#define PRUNE_EVERY 64
+#define PRUNE_MAX 256
+#define LEDGER_P0 "ks.ledger/bank/mailbox/0/"
+
+typedef struct rows {
+    uint64_t count;   /* offset rows */
+    int64_t lo, hi;   /* their smallest and largest offset */
+    int64_t horizon;  /* the horizon row's value, -1 when absent */
+    uint64_t other;   /* any other key under the prefix */
+} rows;
+
+static int rows_cb(void *arg, ks_bytes key, ks_bytes value)
+{
+    rows *r = arg;
+    size_t plen = sizeof LEDGER_P0 - 1;
+    const char *k = key.data;
+    if (key.len < plen || memcmp(k, LEDGER_P0, plen) != 0) {
+        r->other++;
+        return 0;
+    }
+    if (key.len == plen + 7 && memcmp(k + plen, "horizon", 7) == 0) {
+        char text[32];
+        snprintf(text, sizeof text, "%.*s", (int)value.len, (const char *)value.data);
+        r->horizon = strtoll(text, NULL, 10);
+        return 0;
+    }
+    if (key.len != plen + 20) {
+        r->other++;
+        return 0;
+    }
+    char text[21];
+    memcpy(text, k + plen, 20);
+    text[20] = '\0';
+    int64_t o = strtoll(text, NULL, 10);
+    if (r->count == 0 || o < r->lo)
+        r->lo = o;
+    if (r->count == 0 || o > r->hi)
+        r->hi = o;
+    r->count++;
+    return 0;
+}
+
+static rows ledger_rows(mb_h *h)
+{
+    rows r = {.horizon = -1};
+    CU_ASSERT_EQUAL(ks_store_range(h->task->dbs[store_idx(h, "ledger")], (ks_bytes){NULL, 0},
+                                   (ks_bytes){NULL, 0}, rows_cb, &r),
+                    0);
+    return r;
+}
+
+/* Commands offset from..to-1 of partition 0, each a deposit of 1 for u1,
+ * committed every 100 as the engine's batches would be. */
+static void deposits(mb_h *h, int64_t from, int64_t to)
+{
+    for (int64_t o = from; o < to; o++) {
+        h->nout = 0;
+        CU_ASSERT_EQUAL_FATAL(cmd(h, o, "u1", "{\"op\":\"deposit\",\"amount\":1}", 1), KS_OK);
+        if (o % 100 == 99)
+            CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+    }
+    CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+}
+
+static void test_retention(void)
+{
+    mb_h *h = &M;
+    mb_start_cfg(h, "{ ledger_retention: 50 }");
+    deposits(h, 0, 1000);
+    CU_ASSERT_EQUAL(balance(h, "u1"), 1000);
+    rows r = ledger_rows(h);
+    /* the newest 50 offsets always; at most PRUNE_EVERY - 1 more between
+     * two prunes (the last one ran at 960: rows 911..999) */
+    CU_ASSERT(r.count >= 50 && r.count < 50 + PRUNE_EVERY);
+    CU_ASSERT_EQUAL(r.hi, 999);
+    CU_ASSERT_EQUAL(r.count, (uint64_t)(r.hi - r.lo + 1)); /* no holes */
+    CU_ASSERT_EQUAL(r.horizon, r.lo);
+    CU_ASSERT_EQUAL(r.other, 0);
+    for (int64_t o = 950; o < 1000; o++)
+        CU_ASSERT(ledger_has(h, o));
+    CU_ASSERT(!ledger_has(h, 0));
+    CU_ASSERT(!ledger_has(h, 500));
+    CU_ASSERT(!ledger_has(h, 900));
+    /* one tombstone per pruned row, none for absent keys */
+    CU_ASSERT_EQUAL(h->cl_deletes, 1000 - r.count);
+
+    /* a replay of a recent offset is still "already processed" */
+    size_t writes = h->cl_writes;
+    h->nout = 0;
+    CU_ASSERT_EQUAL(cmd(h, 990, "u1", "{\"op\":\"deposit\",\"amount\":1}", 1), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+    CU_ASSERT_EQUAL(balance(h, "u1"), 1000); /* handler not rerun */
+    CU_ASSERT_EQUAL_FATAL(h->nout, 1);       /* stored result re-sent */
+    CU_ASSERT(out_has(h, 0, 990, "SUCCESS", "{\"balance\":991}"));
+    /* a replay below the horizon: its row is gone, but it was processed;
+     * dropped: no handler, no result, nothing written */
+    h->nout = 0;
+    CU_ASSERT_EQUAL(cmd(h, 10, "u1", "{\"op\":\"deposit\",\"amount\":1}", 1), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+    CU_ASSERT_EQUAL(balance(h, "u1"), 1000);
+    CU_ASSERT_EQUAL(h->nout, 0);
+    CU_ASSERT_EQUAL(h->cl_writes, writes);
+    /* the same after a restart: the horizon is in the store */
+    mb_reopen(h);
+    CU_ASSERT_EQUAL(cmd(h, 10, "u1", "{\"op\":\"deposit\",\"amount\":1}", 1), KS_OK);
+    CU_ASSERT_EQUAL(cmd(h, 995, "u1", "{\"op\":\"deposit\",\"amount\":1}", 1), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+    CU_ASSERT_EQUAL(balance(h, "u1"), 1000);
+    CU_ASSERT_EQUAL(h->nout, 1); /* only 995's result */
+    CU_ASSERT_EQUAL(h->cl_writes, writes);
+    /* new commands go on being pruned after the restart */
+    deposits(h, 1000, 1100);
+    CU_ASSERT_EQUAL(balance(h, "u1"), 1100);
+    r = ledger_rows(h);
+    CU_ASSERT(r.count >= 50 && r.count < 50 + PRUNE_EVERY);
+    CU_ASSERT_EQUAL(r.hi, 1099);
+    mb_stop(h);
+}
+
+static void test_retention_bounded(void)
+{
+    mb_h *h = &M;
+    mb_start(h); /* the default retention keeps every row of a short run */
+    deposits(h, 0, 600);
+    rows r = ledger_rows(h);
+    CU_ASSERT_EQUAL(r.count, 600);
+    CU_ASSERT_EQUAL(r.horizon, -1);
+    CU_ASSERT_EQUAL(h->cl_deletes, 0);
+    /* redeployed with a small retention: the backlog goes in bounded
+     * batches, not in one record's batch */
+    mb_close_keep(h);
+    char err[1024] = "";
+    CU_ASSERT_EQUAL_FATAL(mb_open(h, "{ ledger_retention: 10 }", err, sizeof err), 0);
+    deposits(h, 600, 601);
+    CU_ASSERT_EQUAL(h->cl_deletes, PRUNE_MAX);
+    r = ledger_rows(h);
+    CU_ASSERT_EQUAL(r.count, 601 - PRUNE_MAX);
+    CU_ASSERT_EQUAL(r.lo, PRUNE_MAX);
+    CU_ASSERT_EQUAL(r.horizon, 600 - 10 + 1);
+    /* prunes at 664, 728, 792: 256 + 256 + the rest below 783 */
+    deposits(h, 601, 800);
+    r = ledger_rows(h);
+    CU_ASSERT_EQUAL(r.lo, 792 - 10 + 1);
+    CU_ASSERT_EQUAL(r.hi, 799);
+    CU_ASSERT_EQUAL(r.count, 800 - 783);
+    CU_ASSERT_EQUAL(h->cl_deletes, 783);
+    CU_ASSERT_EQUAL(balance(h, "u1"), 800);
+    mb_stop(h);
+}
+
+/* Run f with fd 2 going to a file; return what it wrote (static). */
+static const char *capture_stderr(int (*f)(mb_h *, char *, size_t), mb_h *h, char *err,
+                                  size_t errlen, int *rc)
+{
+    static char text[8192];
+    char path[160];
+    snprintf(path, sizeof path, "%s/stderr.txt", h->tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CU_ASSERT_FATAL(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    *rc = f(h, err, errlen);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    ssize_t n = pread(fd, text, sizeof text - 1, 0);
+    close(fd);
+    text[n > 0 ? n : 0] = '\0';
+    return text;
+}
+
+static int open_negative(mb_h *h, char *err, size_t errlen)
+{
+    return mb_open(h, "{ ledger_retention: -5 }", err, errlen);
+}
+
+static void test_retention_config(void)
+{
+    mb_h *h = &M;
+    mb_dirs(h);
+    char err[1024] = "";
+    /* not a number: the schema refuses it at the value */
+    CU_ASSERT_EQUAL(mb_open(h, "{ ledger_retention: lots }", err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "mailbox.yaml:13:"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(
+        err, "config key 'ledger_retention' of node 'mailbox' must be an integer, found 'lots'"));
+    /* negative: init refuses it, and the log says which node and key */
+    int rc;
+    err[0] = '\0';
+    const char *log = capture_stderr(open_negative, h, err, sizeof err, &rc);
+    CU_ASSERT_EQUAL(rc, -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "init of node 'mailbox'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "node 'mailbox': config key 'ledger_retention' must be 0 "
+                                       "(keep every ledger row) or a number of offsets per "
+                                       "partition >= 1, found -5"));
+    if (!strstr(log, "ledger_retention"))
+        printf("\n  log: %s\n", log);
+    /* 0 is valid: keep every row */
+    CU_ASSERT_EQUAL(mb_open(h, "{ ledger_retention: 0 }", err, sizeof err), 0);
+    deposits(h, 0, 200);
+    rows r = ledger_rows(h);
+    CU_ASSERT_EQUAL(r.count, 200);
+    CU_ASSERT_EQUAL(r.horizon, -1);
+    mb_stop(h);
+}
+
+/* ---- the same through the public test driver ------------------------- */
+
+typedef struct drv_rows {
+    uint64_t offsets, horizons;
+} drv_rows;
+
+static int drv_rows_cb(void *arg, ks_bytes key, ks_bytes value)
+{
+    (void)value;
+    drv_rows *r = arg;
+    size_t plen = sizeof LEDGER_P0 - 1;
+    if (key.len == plen + 20)
+        r->offsets++;
+    else if (key.len == plen + 7 && memcmp((const char *)key.data + plen, "horizon", 7) == 0)
+        r->horizons++;
+    return 0;
+}
+
+static ks_driver *driver_run(const char *cfg, int commands)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "application: bank\n"
+             "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+             "sources:\n"
+             "  commands: { topic: mailbox, key: string, value: json }\n"
+             "nodes:\n"
+             "  - name: mailbox\n"
+             "    type: mailbox\n"
+             "    from: commands\n"
+             "    stores: [ledger, balances]\n"
+             "    functions: { handler: balances.apply }\n"
+             "%s%s%s"
+             "sinks:\n"
+             "  - { from: mailbox, topic: bank-outbox-results, key: string, value: json }\n",
+             cfg ? "    config: " : "", cfg ? cfg : "", cfg ? "\n" : "");
+    ks_driver_options opt = {.plugin_path = MB_PLUGINS_DIR ":" MB_EXAMPLE_DIR};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open_text("mailbox.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\nopen: %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    const char *payload = "{\"op\":\"deposit\",\"amount\":1}";
+    for (int i = 0; i < commands; i++) {
+        char id[33];
+        snprintf(id, sizeof id, "%032d", i);
+        ks_header hd = {"ks.event_id", id, 32};
+        ks_record rec = {.key = "u1",
+                         .key_len = 2,
+                         .value = payload,
+                         .value_len = strlen(payload),
+                         .timestamp = 1000 + i,
+                         .partition = 0,
+                         .headers = &hd,
+                         .header_count = 1};
+        CU_ASSERT_EQUAL_FATAL(ks_driver_pipe_record(drv, "commands", &rec), 0);
+    }
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, "bank-outbox-results"), (size_t)commands);
+    return drv;
+}
+
+static void test_retention_driver(void)
+{
+    /* default: a short run keeps every row */
+    ks_driver *drv = driver_run(NULL, 300);
+    uint64_t n = 0;
+    CU_ASSERT_EQUAL(ks_driver_store_count(drv, "ledger", &n), 0);
+    CU_ASSERT_EQUAL(n, 300);
+    drv_rows r = {0};
+    CU_ASSERT_EQUAL(ks_driver_store_range(drv, "ledger", 0, LEDGER_P0, sizeof LEDGER_P0 - 1, NULL,
+                                          0, drv_rows_cb, &r),
+                    0);
+    CU_ASSERT_EQUAL(r.offsets, 300);
+    CU_ASSERT_EQUAL(r.horizons, 0);
+    ks_driver_close(drv);
+    /* ledger_retention: 20 keeps the newest 20 offsets (and up to 63 more
+     * until the next prune) and the horizon row */
+    drv = driver_run("{ ledger_retention: 20 }", 300);
+    r = (drv_rows){0};
+    CU_ASSERT_EQUAL(ks_driver_store_range(drv, "ledger", 0, LEDGER_P0, sizeof LEDGER_P0 - 1, NULL,
+                                          0, drv_rows_cb, &r),
+                    0);
+    CU_ASSERT(r.offsets >= 20 && r.offsets < 20 + PRUNE_EVERY);
+    CU_ASSERT_EQUAL(r.horizons, 1);
+    CU_ASSERT_EQUAL(ks_driver_store_count(drv, "ledger", &n), 0);
+    CU_ASSERT_EQUAL(n, r.offsets + 1);
+    ks_driver_close(drv);
+}
+
 void ks_test_register_mailbox(void)
 {
     CU_pSuite s = CU_add_suite("mailbox", NULL, NULL);
@@ -283,4 +622,11 @@ void ks_test_register_mailbox(void)
                 test_already_processed);
     CU_add_test(s, "mailbox: ledger row and handler writes commit or abort together",
                 test_ledger_atomic);
+    CU_add_test(s, "mailbox: ledger_retention prunes old rows, recent replays still answered",
+                test_retention);
+    CU_add_test(s, "mailbox: pruning goes in bounded batches; the default keeps a short run",
+                test_retention_bounded);
+    CU_add_test(s, "mailbox: ledger_retention config errors name node and key",
+                test_retention_config);
+    CU_add_test(s, "mailbox: retention through the test driver", test_retention_driver);
 }
