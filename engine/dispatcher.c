@@ -40,7 +40,6 @@ struct ks_dispatcher {
     const ks_pipeline *p;
     const ks_cfg_outbox *cfg;
     ks_assigner *as;
-    ks_store_db *meta; /* "probe_from:<partition>" -> offset */
     rd_kafka_t *prod, *probe;
     pthread_t thread;
     volatile int stop;
@@ -81,35 +80,21 @@ static int probe_from_put(ks_dispatcher *d, int32_t part, int64_t off)
 {
     char k[32];
     unsigned char b[8];
+    snprintf(k, sizeof k, "probe_from:%d", (int)part);
     ks_int64_encode(off, b);
-    ks_bytes key = {k, (size_t)snprintf(k, sizeof k, "probe_from:%d", (int)part)};
-    ks_bytes val = {b, 8};
-    ks_store_env *env = ks_outbox_env(d->ob);
-    ks_outbox_lock(d->ob);
-    int rc = ks_store_begin(env);
-    if (rc == 0 && (rc = ks_store_put(d->meta, key, val)) == 0)
-        rc = ks_store_commit(env);
-    else
-        ks_store_abort(env);
-    ks_outbox_unlock(d->ob);
-    return rc;
+    return ks_outbox_meta_put(d->ob, k, b, sizeof b);
 }
 
 /* -1 when never written. */
 static int64_t probe_from_get(ks_dispatcher *d, int32_t part)
 {
     char k[32];
-    ks_bytes key = {k, (size_t)snprintf(k, sizeof k, "probe_from:%d", (int)part)}, v;
-    int64_t off = -1;
-    ks_store_env *env = ks_outbox_env(d->ob);
-    ks_outbox_lock(d->ob);
-    if (ks_store_begin(env) == 0) {
-        if (ks_store_get(d->meta, key, &v) == 0 && v.len == 8)
-            off = ks_int64_decode(v.data);
-        ks_store_abort(env);
-    }
-    ks_outbox_unlock(d->ob);
-    return off;
+    unsigned char b[8];
+    size_t len = 0;
+    snprintf(k, sizeof k, "probe_from:%d", (int)part);
+    if (ks_outbox_meta_get(d->ob, k, b, sizeof b, &len) != 0 || len != sizeof b)
+        return -1;
+    return ks_int64_decode(b);
 }
 
 /* --- Kafka clients --------------------------------------------------- */
@@ -119,7 +104,7 @@ static int make_clients(ks_dispatcher *d, char *err, size_t errlen)
     char why[512];
     static const char *const prod_cfg[] = {"enable.idempotence", "true", "acks", "all",
                                            "message.timeout.ms", "15000", NULL};
-    rd_kafka_conf_t *c = ks_kafka_conf(d->p, NULL, prod_cfg, err, errlen);
+    rd_kafka_conf_t *c = ks_kafka_conf(d->p, RD_KAFKA_PRODUCER, NULL, prod_cfg, err, errlen);
     if (!c)
         return KS_ERR_INVALID;
     rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
@@ -133,7 +118,7 @@ static int make_clients(ks_dispatcher *d, char *err, size_t errlen)
     /* a group id because librdkafka loops without one; nothing is committed */
     const char *const probe_cfg[] = {"group.id", group, "enable.auto.commit", "false",
                                      "enable.auto.offset.store", "false", NULL};
-    c = ks_kafka_conf(d->p, NULL, probe_cfg, err, errlen);
+    c = ks_kafka_conf(d->p, RD_KAFKA_CONSUMER, NULL, probe_cfg, err, errlen);
     if (!c)
         return KS_ERR_INVALID;
     if (!(d->probe = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
@@ -396,7 +381,7 @@ static int note_probe_from(ks_dispatcher *d, const int32_t *parts, size_t n, cha
         if (d->orphans && probe_from_get(d, parts[i]) >= 0)
             continue;
         if (probe_from_put(d, parts[i], hi) != 0) {
-            snprintf(err, errlen, "outbox: %s", ks_store_last_error(ks_outbox_env(d->ob)));
+            snprintf(err, errlen, "outbox: %s", ks_outbox_last_error(d->ob));
             return -1;
         }
     }
@@ -531,11 +516,6 @@ int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox
     d->orphans = 1; /* a previous process may have died mid-batch */
     int rc = ks_assigner_new(ob, p, cfg->topic, (int)cfg->max_users_per_partition, &d->as,
                              err, errlen);
-    if (rc == 0) {
-        ks_outbox_lock(ob);
-        rc = ks_store_db_open(ks_outbox_env(ob), "dispatch_meta", &d->meta);
-        ks_outbox_unlock(ob);
-    }
     if (rc == 0)
         rc = make_clients(d, err, errlen);
     if (rc == 0 && pthread_create(&d->thread, NULL, run, d) != 0) {

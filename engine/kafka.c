@@ -8,6 +8,7 @@
  */
 #include "kafka.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,55 @@ static int set_pairs(rd_kafka_conf_t *conf, const char *const *pairs, char *err,
     return 0;
 }
 
-rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, const char *const *extra,
-                               const char *const *forced, char *err, size_t errlen)
+/* --- which client a property is for --------------------------------- */
+
+/* librdkafka's own table (rd_kafka_conf_properties_show): every property
+ * with its "C/P" column, read once. */
+static char *scope_table;
+static pthread_once_t scope_once = PTHREAD_ONCE_INIT;
+
+static void scope_table_load(void)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(&scope_table, &len);
+    if (!f)
+        return;
+    rd_kafka_conf_properties_show(f);
+    fclose(f);
+}
+
+/* 'C' (consumer only), 'P' (producer only) or '*' (both, or not in the
+ * table: then librdkafka itself decides). */
+static char property_scope(const char *name)
+{
+    pthread_once(&scope_once, scope_table_load);
+    size_t n = strlen(name);
+    for (const char *line = scope_table; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (strncmp(line, name, n) == 0 && line[n] == ' ') {
+            const char *bar = strchr(line, '|');
+            if (bar && (!end || bar < end)) {
+                while (*++bar == ' ')
+                    ;
+                return *bar == 'C' || *bar == 'P' ? *bar : '*';
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return '*';
+}
+
+/* A `kafka.properties` entry the other kind of client would warn about
+ * (CONFWARN "... will be ignored") is for that kind only. */
+static int property_applies(const char *name, rd_kafka_type_t type)
+{
+    char scope = property_scope(name);
+    return scope == '*' || (scope == 'C') == (type == RD_KAFKA_CONSUMER);
+}
+
+rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, rd_kafka_type_t type,
+                               const char *const *extra, const char *const *forced, char *err,
+                               size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     char servers[2048] = "";
@@ -58,6 +106,8 @@ rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, const char *const *extra,
         goto fail;
     for (size_t i = 0; i < p->kafka_properties.count; i++) {
         const ks_cfg_scalar *s = &p->kafka_properties.items[i];
+        if (!property_applies(s->key, type))
+            continue;
         char why[512];
         if (rd_kafka_conf_set(conf, s->key, s->value, why, sizeof why) != RD_KAFKA_CONF_OK) {
             snprintf(err, errlen, "%s:%d:%d: kafka property %s=%s: %s", s->key_mark.file,
@@ -75,7 +125,7 @@ fail:
 
 rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen)
 {
-    rd_kafka_conf_t *conf = ks_kafka_conf(p, NULL, NULL, err, errlen);
+    rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_PRODUCER, NULL, NULL, err, errlen);
     if (!conf)
         return NULL;
     char why[512];
@@ -101,7 +151,7 @@ rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
                                   "read_committed", "auto.offset.reset", "earliest", NULL};
     /* small batches arrive at once: these consumers feed the outbox */
     const char *const defaults[] = {"fetch.wait.max.ms", "50", NULL};
-    rd_kafka_conf_t *c = ks_kafka_conf(p, defaults, forced, err, errlen);
+    rd_kafka_conf_t *c = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
     if (!c)
         return NULL;
     if (on_rebalance)

@@ -10,13 +10,16 @@
 
 #include "topology.h"
 
-/* Base config: bootstrap servers, the settings that matter for speed and
- * correctness (HAZARDS.md), then `defaults` (NULL-terminated name, value
- * pairs; may be NULL), then the pipeline's `kafka.properties`, then
- * `forced` (pairs the engine's guarantees depend on; may be NULL). Returns a
- * new conf owned by the caller, or NULL with err set. */
-rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, const char *const *defaults,
-                               const char *const *forced, char *err, size_t errlen);
+/* Base config for a client of `type`: bootstrap servers, the settings that
+ * matter for speed and correctness (HAZARDS.md), then `defaults`
+ * (NULL-terminated name, value pairs; may be NULL), then the pipeline's
+ * `kafka.properties` that apply to `type` (librdkafka's C/P scope: a
+ * consumer-only property is not given to producers and the other way
+ * round), then `forced` (pairs the engine's guarantees depend on; may be
+ * NULL). Returns a new conf owned by the caller, or NULL with err set. */
+rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, rd_kafka_type_t type,
+                               const char *const *defaults, const char *const *forced,
+                               char *err, size_t errlen);
 
 /* Set one property; returns 0 or -1 with err "name=value: reason". */
 int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value,

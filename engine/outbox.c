@@ -746,6 +746,35 @@ int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
     return 0;
 }
 
+int ks_outbox_meta_put(ks_outbox *ob, const char *key, const void *val, size_t len)
+{
+    if (!ob || ob->readonly || !key || strcmp(key, "prefix") == 0)
+        return KS_ERR_INVALID; /* "prefix" is the id prefix: never rewritten */
+    pthread_mutex_lock(&ob->lock);
+    int rc = txn_begin(ob);
+    if (rc == 0)
+        rc = ks_store_put(ob->meta, (ks_bytes){key, strlen(key)}, (ks_bytes){val, len});
+    rc = txn_end(ob, rc, 1);
+    pthread_mutex_unlock(&ob->lock);
+    return rc;
+}
+
+int ks_outbox_meta_get(ks_outbox *ob, const char *key, void *buf, size_t cap, size_t *len)
+{
+    if (!ob || !key)
+        return KS_ERR_INVALID;
+    ks_bytes v;
+    pthread_mutex_lock(&ob->lock);
+    int rc = txn_begin(ob);
+    if (rc == 0 && (rc = ks_store_get(ob->meta, (ks_bytes){key, strlen(key)}, &v)) == 0) {
+        memcpy(buf, v.data, v.len < cap ? v.len : cap);
+        *len = v.len;
+    }
+    rc = txn_end(ob, rc, 0);
+    pthread_mutex_unlock(&ob->lock);
+    return rc;
+}
+
 static int count_cb(void *arg, ks_bytes key, ks_bytes value)
 {
     (void)key;

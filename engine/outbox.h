@@ -131,6 +131,14 @@ int ks_outbox_finish(ks_outbox *ob, const char *id, int ok, const char *result,
 int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
                     ks_outbox_event **out, size_t *n);
 
+/* Small bookkeeping values of the outbox's own threads (the dispatcher's
+ * probe positions, the requests consumer's holder token), in the outbox
+ * env's "meta" db. put: one committed txn; 0 or a KS_ERR_ code. get:
+ * copies at most cap bytes into buf and sets *len to the stored length;
+ * 0, KS_ERR_NOT_FOUND, or a KS_ERR_ code. */
+int ks_outbox_meta_put(ks_outbox *ob, const char *key, const void *val, size_t len);
+int ks_outbox_meta_get(ks_outbox *ob, const char *key, void *buf, size_t cap, size_t *len);
+
 /* Number of rows per status (counts[KS_OUTBOX_STATUS_COUNT]). */
 int ks_outbox_counts(ks_outbox *ob, uint64_t *counts);
 

@@ -1,5 +1,20 @@
 /*
  * outbox_requests.c - see outbox_requests.h.
+ *
+ * Whose commit moved the offset. A held row whose request lies below the
+ * group's committed offset was committed by someone; if by the process
+ * that held it, the row is released, but if another instance took the
+ * partition after a crash between hold and commit, that instance read the
+ * request again and has the event in its own outbox: releasing ours
+ * would publish it twice. So every offset commit carries metadata
+ * "ks1:<holder token>:<start>": the committing process's random token and
+ * the offset at which it began reading the partition. Settling a held row
+ * of holder H at offset o against committed offset c with metadata (T, S):
+ * o >= c: forget (nobody committed it; it is read again); T == H: release
+ * (our commit); S <= o: forget (the committer read the request itself);
+ * else release (the offset passed o before the committer began: only the
+ * holder could have moved it, unless a third instance also held the
+ * partition in between, which this cannot see).
  */
 #include "outbox_requests.h"
 
@@ -27,7 +42,11 @@ struct ks_outbox_requests {
     volatile int stop;
     int started;
     long added, replays, bad, released, forgotten;
+    char token[17];          /* this process, in commit metadata (hex) */
+    int64_t start[MAX_PARTS]; /* first offset read since the assignment, -1 */
 };
+
+#define HOLDER_KEY "requests_holder" /* outbox meta: token of the holder */
 
 void ks_outbox_requests_topic(const ks_pipeline *p, char *buf, size_t len)
 {
@@ -46,15 +65,48 @@ static void sleep_ms(int ms)
  * held row whose request is not below its partition's offset. */
 typedef struct positions {
     int64_t next[MAX_PARTS];
+    char token[MAX_PARTS][17];  /* committer's token, "" unknown */
+    int64_t start[MAX_PARTS];   /* committer's first offset, -1 unknown */
+    const char *holder;         /* token of the process that held the rows */
     int forget_rest;
 } positions;
+
+static void positions_reset(positions *pos, const char *holder, int forget_rest)
+{
+    for (int i = 0; i < MAX_PARTS; i++) {
+        pos->next[i] = -1;
+        pos->token[i][0] = '\0';
+        pos->start[i] = -1;
+    }
+    pos->holder = holder;
+    pos->forget_rest = forget_rest;
+}
 
 static int fate(void *arg, int32_t partition, int64_t offset)
 {
     const positions *pos = arg;
-    if (partition >= 0 && partition < MAX_PARTS && offset < pos->next[partition])
-        return KS_HELD_RELEASE;
-    return pos->forget_rest ? KS_HELD_FORGET : KS_HELD_KEEP;
+    int forget = pos->forget_rest ? KS_HELD_FORGET : KS_HELD_KEEP;
+    if (partition < 0 || partition >= MAX_PARTS || offset >= pos->next[partition])
+        return forget;
+    if (pos->token[partition][0] && strcmp(pos->token[partition], pos->holder) != 0 &&
+        pos->start[partition] >= 0 && pos->start[partition] <= offset)
+        return forget; /* another process committed it after reading it itself */
+    return KS_HELD_RELEASE;
+}
+
+/* Parse commit metadata "ks1:<token>:<start>" into pos for partition p. */
+static void parse_metadata(positions *pos, int32_t p, const void *md, size_t len)
+{
+    char text[64], tok[17];
+    long long start;
+    if (!md || len == 0 || len >= sizeof text)
+        return;
+    memcpy(text, md, len);
+    text[len] = '\0';
+    if (sscanf(text, "ks1:%16[0-9a-f]:%lld", tok, &start) == 2 && strlen(tok) == 16) {
+        snprintf(pos->token[p], sizeof pos->token[p], "%s", tok);
+        pos->start[p] = start;
+    }
 }
 
 static void settle(ks_outbox_requests *r, positions *pos, const char *when)
@@ -66,7 +118,7 @@ static void settle(ks_outbox_requests *r, positions *pos, const char *when)
     }
     r->released += (long)rel;
     r->forgotten += (long)forg;
-    if (forg)
+    if (forg || (rel && strcmp(when, "after commit") != 0))
         ks_info(WHERE, "%s: %zu held event%s released, %zu forgotten (their requests were "
                        "not committed and are read again)",
                 when, rel, rel == 1 ? "" : "s", forg);
@@ -76,8 +128,6 @@ static void settle(ks_outbox_requests *r, positions *pos, const char *when)
  * 0, or -1 when Kafka cannot tell (then nothing may be forgotten). */
 static int committed_positions(ks_outbox_requests *r, positions *pos)
 {
-    for (int i = 0; i < MAX_PARTS; i++)
-        pos->next[i] = -1;
     char err[512];
     int n = ks_kafka_partition_count(r->cons, r->topic, 5000, err, sizeof err);
     if (n <= 0)
@@ -94,6 +144,8 @@ static int committed_positions(ks_outbox_requests *r, positions *pos)
             break;
         }
         pos->next[l->elems[i].partition] = l->elems[i].offset;
+        parse_metadata(pos, l->elems[i].partition, l->elems[i].metadata,
+                       l->elems[i].metadata_size);
     }
     rd_kafka_topic_partition_list_destroy(l);
     if (e) {
@@ -103,18 +155,17 @@ static int committed_positions(ks_outbox_requests *r, positions *pos)
     return 0;
 }
 
-/* Settle every held row against the group's committed offsets, forgetting
- * the uncommitted ones. 0 when done. */
-static int settle_all(ks_outbox_requests *r, const char *when)
+/* Settle every held row of `holder` against the group's committed offsets,
+ * forgetting the uncommitted ones. 0 when done. */
+static int settle_all(ks_outbox_requests *r, const char *holder, const char *when)
 {
     positions *pos = malloc(sizeof *pos);
     if (!pos)
         return -1;
+    positions_reset(pos, holder, 1);
     int rc = committed_positions(r, pos);
-    if (rc == 0) {
-        pos->forget_rest = 1;
+    if (rc == 0)
         settle(r, pos, when);
-    }
     free(pos);
     return rc;
 }
@@ -124,6 +175,9 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
 {
     ks_outbox_requests *r = opaque;
     if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        for (int i = 0; i < parts->cnt; i++)
+            if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTS)
+                r->start[parts->elems[i].partition] = -1;
         rd_kafka_assign(rk, parts);
         ks_info(WHERE, "reading %d partition%s of %s", parts->cnt, parts->cnt == 1 ? "" : "s",
                 r->topic);
@@ -131,7 +185,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
     }
     /* our commits are done: what is not below the committed offsets now
      * goes to the partition's next owner */
-    if (settle_all(r, "on revocation") != 0)
+    if (settle_all(r, r->token, "on revocation") != 0)
         ks_warn(WHERE, "cannot read committed offsets on revocation; held events wait");
     rd_kafka_assign(rk, NULL);
 }
@@ -195,9 +249,7 @@ static void commit_and_release(ks_outbox_requests *r, burst *b)
     positions *pos = malloc(sizeof *pos);
     if (!pos)
         return;
-    for (int i = 0; i < MAX_PARTS; i++)
-        pos->next[i] = -1;
-    pos->forget_rest = 0;
+    positions_reset(pos, r->token, 0);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(4);
     for (size_t i = 0; i < b->n; i++) {
         const rd_kafka_message_t *m = b->msgs[i];
@@ -208,8 +260,17 @@ static void commit_and_release(ks_outbox_requests *r, burst *b)
         if (m->offset + 1 > pos->next[m->partition])
             pos->next[m->partition] = m->offset + 1;
     }
-    for (int i = 0; i < l->cnt; i++)
-        l->elems[i].offset = pos->next[l->elems[i].partition];
+    for (int i = 0; i < l->cnt; i++) {
+        rd_kafka_topic_partition_t *t = &l->elems[i];
+        t->offset = pos->next[t->partition];
+        char md[64];
+        int n = snprintf(md, sizeof md, "ks1:%s:%lld", r->token,
+                         (long long)r->start[t->partition]);
+        if ((t->metadata = malloc((size_t)n))) /* freed with the list */
+            memcpy(t->metadata, md, (t->metadata_size = (size_t)n));
+        /* our own commit: the rows below it are ours to release */
+        snprintf(pos->token[t->partition], sizeof pos->token[t->partition], "%s", r->token);
+    }
     ks_fault_point(KS_FAULT_REQUESTS_HELD);
     rd_kafka_resp_err_t e = l->cnt ? rd_kafka_commit(r->cons, l, 0) : 0;
     if (!e && l->cnt)
@@ -250,6 +311,8 @@ static void run_burst(ks_outbox_requests *r, burst *b)
             rd_kafka_message_destroy(m);
             continue;
         }
+        if (m->partition >= 0 && m->partition < MAX_PARTS && r->start[m->partition] < 0)
+            r->start[m->partition] = m->offset;
         b->msgs[b->n++] = m;
         take(r, b, m);
     }
@@ -271,16 +334,42 @@ static void run_burst(ks_outbox_requests *r, burst *b)
         rd_kafka_message_destroy(b->msgs[i]);
 }
 
+/* 16 random hex digits. */
+static int new_token(char out[17])
+{
+    unsigned char b[8];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f)
+        fclose(f);
+    if (got != sizeof b)
+        return -1;
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
 static void *requests_main(void *arg)
 {
     ks_outbox_requests *r = arg;
     /* held rows of an earlier life first: until they are settled a later
      * request could not tell a replay from a new event */
-    for (int warned = 0; !r->stop && settle_all(r, "at start") != 0;) {
+    char holder[17] = "";
+    size_t len = 0;
+    if (ks_outbox_meta_get(r->ob, HOLDER_KEY, holder, sizeof holder - 1, &len) != 0 ||
+        len != 16)
+        holder[0] = '\0';
+    holder[16] = '\0';
+    for (int warned = 0; !r->stop && settle_all(r, holder, "at start") != 0;) {
         if (!warned++)
             ks_warn(WHERE, "cannot read the committed offsets of %s yet; retrying", r->topic);
         for (int i = 0; i < 20 && !r->stop; i++)
             sleep_ms(50);
+    }
+    /* rows held from now on are this process's */
+    if (!r->stop && ks_outbox_meta_put(r->ob, HOLDER_KEY, r->token, 16) != 0) {
+        ks_error(WHERE, "cannot record this process's token: %s", ks_outbox_last_error(r->ob));
+        return NULL;
     }
     rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(sub, r->topic, RD_KAFKA_PARTITION_UA);
@@ -312,6 +401,13 @@ int ks_outbox_requests_start(ks_outbox *ob, const ks_pipeline *p, ks_outbox_requ
     r->ob = ob;
     r->p = p;
     ks_outbox_requests_topic(p, r->topic, sizeof r->topic);
+    for (int i = 0; i < MAX_PARTS; i++)
+        r->start[i] = -1;
+    if (new_token(r->token) != 0) {
+        snprintf(err, errlen, "outbox requests: cannot read /dev/urandom");
+        free(r);
+        return KS_ERR_IO;
+    }
     r->cons = ks_kafka_side_consumer(p, "outbox-requests", on_rebalance, r,
                                      "outbox requests", err, errlen);
     if (!r->cons || pthread_create(&r->thread, NULL, requests_main, r) != 0) {

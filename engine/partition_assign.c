@@ -179,7 +179,7 @@ static int clients(ks_assigner *a, char *err, size_t errlen)
     if (!a->prod) {
         static const char *const forced[] = {"enable.idempotence", "true", "acks", "all",
                                              "message.timeout.ms", "10000", NULL};
-        rd_kafka_conf_t *c = ks_kafka_conf(a->p, NULL, forced, err, errlen);
+        rd_kafka_conf_t *c = ks_kafka_conf(a->p, RD_KAFKA_PRODUCER, NULL, forced, err, errlen);
         if (c)
             rd_kafka_conf_set_dr_msg_cb(c, on_claim_delivery);
         if (!c || !(a->prod = rd_kafka_new(RD_KAFKA_PRODUCER, c, why, sizeof why))) {
@@ -196,7 +196,7 @@ static int clients(ks_assigner *a, char *err, size_t errlen)
         /* a group id only because librdkafka wants one; nothing is committed */
         const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
                                       "enable.auto.offset.store", "false", NULL};
-        rd_kafka_conf_t *c = ks_kafka_conf(a->p, NULL, forced, err, errlen);
+        rd_kafka_conf_t *c = ks_kafka_conf(a->p, RD_KAFKA_CONSUMER, NULL, forced, err, errlen);
         if (!c || !(a->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
             if (c) {
                 rd_kafka_conf_destroy(c);

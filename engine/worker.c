@@ -237,7 +237,8 @@ static rd_kafka_t *new_producer(ks_worker *w, char *err, size_t errlen)
     const char *eos[] = {"enable.idempotence", "true", "acks",    "all",
                          "partitioner",        "murmur2_random", "transactional.id",
                          w->txn_id,            NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, defaults, w->eos ? eos : alo, err, errlen);
+    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, RD_KAFKA_PRODUCER, defaults, w->eos ? eos : alo, err,
+                                          errlen);
     if (!conf)
         return NULL;
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
@@ -283,7 +284,7 @@ static rd_kafka_t *new_consumer(ks_worker *w, char *err, size_t errlen)
                             "partition.assignment.strategy",
                             "range",
                             NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, defaults, forced, err, errlen);
+    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
     if (!conf)
         return NULL;
     rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
@@ -319,7 +320,7 @@ static rd_kafka_t *new_restorer(ks_worker *w, const char *isolation, char *err,
      * the replay fed (bench/, docs/performance.md). */
     const char *defaults[] = {"fetch.wait.max.ms", "10", "queued.min.messages", "1000000",
                               NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, defaults, forced, err, errlen);
+    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
     if (!conf)
         return NULL;
     char why[512];

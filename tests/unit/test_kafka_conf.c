@@ -1,0 +1,99 @@
+/*
+ * test_kafka_conf.c - ks_kafka_conf: the pipeline's kafka.properties reach
+ * the kind of client they are for (librdkafka's C/P scope), the engine's
+ * forced settings win, and a bad property names its YAML position.
+ * No broker: a conf is only built and read back.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "kafka.h"
+#include "unit/test_util.h"
+
+#define PIPELINE                                                                         \
+    "application: conf-test\n"                                                           \
+    "kafka:\n"                                                                           \
+    "  bootstrap: [127.0.0.1:9]\n"                                                       \
+    "  properties:\n"                                                                    \
+    "    session.timeout.ms: 6000\n"  /* consumer only */                                \
+    "    linger.ms: 7\n"              /* producer only */                                \
+    "    client.rack: rack-a\n"       /* both */                                         \
+    "    isolation.level: read_uncommitted\n"                                            \
+    "sources: { in: { topic: in } }\n"                                                   \
+    "sinks: [ { from: in, topic: out } ]\n"
+
+static ks_pipeline *pipeline(const char *text)
+{
+    char err[1024] = "";
+    ks_pipeline *p = NULL;
+    if (ks_pipeline_parse("conf.yaml", text, strlen(text), &p, err, sizeof err) != 0)
+        fprintf(stderr, "\n%s\n", err);
+    return p;
+}
+
+/* The value `name` has in conf ("" when unset). */
+static const char *get(rd_kafka_conf_t *conf, const char *name)
+{
+    static char buf[256];
+    size_t len = sizeof buf;
+    if (rd_kafka_conf_get(conf, name, buf, &len) != RD_KAFKA_CONF_OK)
+        buf[0] = '\0';
+    return buf;
+}
+
+static void test_properties_follow_the_client_kind(void)
+{
+    ks_pipeline *p = pipeline(PIPELINE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char err[512] = "";
+    rd_kafka_conf_t *prod = ks_kafka_conf(p, RD_KAFKA_PRODUCER, NULL, NULL, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(prod);
+    CU_ASSERT_STRING_EQUAL(get(prod, "linger.ms"), "7");
+    CU_ASSERT_STRING_EQUAL(get(prod, "client.rack"), "rack-a");
+    /* not given to the producer: librdkafka's default stays */
+    CU_ASSERT_STRING_EQUAL(get(prod, "session.timeout.ms"), "45000");
+    rd_kafka_conf_destroy(prod);
+
+    /* forced settings come last: read_committed wins over the YAML */
+    const char *const forced[] = {"group.id", "g", "isolation.level", "read_committed", NULL};
+    rd_kafka_conf_t *cons = ks_kafka_conf(p, RD_KAFKA_CONSUMER, NULL, forced, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cons);
+    CU_ASSERT_STRING_EQUAL(get(cons, "session.timeout.ms"), "6000");
+    CU_ASSERT_STRING_EQUAL(get(cons, "client.rack"), "rack-a");
+    CU_ASSERT_STRING_EQUAL(get(cons, "isolation.level"), "read_committed");
+    CU_ASSERT_STRING_EQUAL(get(cons, "linger.ms"), "5"); /* librdkafka's default */
+    rd_kafka_conf_destroy(cons);
+    ks_pipeline_free(p);
+}
+
+static void test_bad_property_names_its_position(void)
+{
+    ks_pipeline *p = pipeline("application: conf-test\n"
+                              "kafka:\n"
+                              "  bootstrap: [127.0.0.1:9]\n"
+                              "  properties: { no.such.property: 1 }\n"
+                              "sources: { in: { topic: in } }\n"
+                              "sinks: [ { from: in, topic: out } ]\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char err[512] = "";
+    /* an unknown name is no one's: both kinds refuse it */
+    rd_kafka_type_t types[] = {RD_KAFKA_PRODUCER, RD_KAFKA_CONSUMER};
+    for (int i = 0; i < 2; i++) {
+        err[0] = '\0';
+        CU_ASSERT_PTR_NULL(ks_kafka_conf(p, types[i], NULL, NULL, err, sizeof err));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "conf.yaml:4:"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "no.such.property"));
+    }
+    ks_pipeline_free(p);
+}
+
+void ks_test_register_kafka_conf(void)
+{
+    CU_pSuite s = CU_add_suite("kafka-conf", NULL, NULL);
+    CU_add_test(s, "kafka.properties reach the client kind they are for",
+                test_properties_follow_the_client_kind);
+    CU_add_test(s, "an unknown property names its YAML position",
+                test_bad_property_names_its_position);
+}
