@@ -11,9 +11,9 @@
  * has been read so the engine can reuse its pages. Nothing here writes.
  *
  * Windowed stores are decoded with the layout of plugins/window.c (state
- * format 1 of a windowed node, docs/windows.md "Store layout"); the few
- * encoding functions are repeated here because the engine does not link
- * the plugins:
+ * format 1 of a windowed node, docs/windows.md "Store layout") by the
+ * plugins' own key functions and spec rules: plugins/window_core.c, which
+ * the engine compiles too (it does not link the plugin modules):
  *
  *   0x10                          stream time T(st), record sequence
  *   0x30 key* 00 00 T(start)      tumbling, hopping (value: flags + agg);
@@ -38,19 +38,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "../plugins/window.h"
 #include "cli_help.h"
 #include "config.h"
 #include "store.h"
+#include "topology.h"
 
 #define STORE_KEY_MAX 500
-
-#define TAG_META 0x10
-#define TAG_WIN 0x30
-#define TAG_RAW 0x40
-
-typedef enum win_kind { WIN_NONE = 0, WIN_TUMBLING, WIN_HOPPING, WIN_SLIDING, WIN_SESSION } win_kind;
-
-static const char *const WIN_KIND_NAMES[] = {"none", "tumbling", "hopping", "sliding", "session"};
 
 /* A byte string given on the command line (text or hex); owned. */
 typedef struct arg_bytes {
@@ -80,7 +74,7 @@ typedef struct query {
     int64_t tfrom, tto;               /* window start in [tfrom, tto] */
 
     /* windowed store */
-    win_kind kind;
+    ks_win_kind kind;
     int64_t size, retention;
     int64_t stream_time; /* of the partition being read; INT64_MIN: none yet */
     /* sliding: the raw record times of the key being collected */
@@ -98,27 +92,10 @@ typedef struct query {
 static int printable(const unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        unsigned char c = p[i];
-        if (c < 0x20 || c == 0x7f)
-            return 0;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-        if (!len || i + len > n)
-            return 0;
-        uint32_t cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
-        for (size_t k = 1; k < len; k++) {
-            if ((p[i + k] & 0xc0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (p[i + k] & 0x3f);
-        }
-        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        if (cp <= 0x9f || cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
-            (cp >= 0x2066 && cp <= 0x2069))
+        uint32_t cp;
+        size_t len = ks_win_utf8_next(p + i, n - i, &cp);
+        if (!len || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 ||
+            cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
             return 0;
         i += len;
     }
@@ -300,59 +277,7 @@ static int parse_time(const char *s, int64_t *ms)
     return 0;
 }
 
-/* ---- window keys (plugins/window.c) ------------------------------------- */
-
-static int64_t win_time_get(const unsigned char in[8])
-{
-    uint64_t u = 0;
-    for (int i = 0; i < 8; i++)
-        u = (u << 8) | in[i];
-    return (int64_t)(u ^ 0x8000000000000000ull);
-}
-
-/* tag, the key with 0x00 escaped as 00 01, then 00 00 when `sep`: a
- * prefix of all entries of `key`. Cut at `max` bytes (a cut prefix still
- * sorts at or below the entries). Returns the length. */
-static size_t win_prefix(unsigned char tag, const unsigned char *key, size_t klen, int sep,
-                         unsigned char *out, size_t max)
-{
-    size_t n = 0;
-    out[n++] = tag;
-    for (size_t i = 0; i < klen && n < max; i++) {
-        out[n++] = key[i];
-        if (key[i] == 0x00 && n < max)
-            out[n++] = 0x01;
-    }
-    for (int s = 0; sep && s < 2 && n < max; s++)
-        out[n++] = 0x00;
-    return n;
-}
-
-/* Decode tag key* 00 00 then ntimes times. 0, or -1 when malformed. */
-static int win_key_decode(const unsigned char *in, size_t len, unsigned char *key_out,
-                          size_t *key_len, int64_t *times, size_t ntimes)
-{
-    if (len < 1 + 2 + 8 * ntimes)
-        return -1;
-    size_t end = len - 8 * ntimes;
-    if (in[end - 2] != 0x00 || in[end - 1] != 0x00)
-        return -1;
-    size_t k = 0;
-    for (size_t i = 1; i < end - 2; i++) {
-        if (k == STORE_KEY_MAX)
-            return -1;
-        key_out[k++] = in[i];
-        if (in[i] == 0x00) {
-            if (i + 1 >= end - 2 || in[i + 1] != 0x01)
-                return -1;
-            i++;
-        }
-    }
-    *key_len = k;
-    for (size_t t = 0; t < ntimes; t++)
-        times[t] = win_time_get(in + end + 8 * t);
-    return 0;
-}
+/* ---- window keys ------------------------------------------------------- */
 
 static int bytes_cmp(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen)
 {
@@ -437,8 +362,9 @@ static int window_entry(void *arg, ks_bytes k, ks_bytes v)
     unsigned char key[STORE_KEY_MAX];
     size_t klen;
     int64_t times[2];
-    size_t ntimes = q->kind == WIN_SESSION ? 2 : 1;
-    if (win_key_decode(k.data, k.len, key, &klen, times, ntimes) != 0 || v.len < 1)
+    size_t ntimes = q->kind == KS_WIN_SESSION ? 2 : 1;
+    if (ks_win_key_decode(k.data, k.len, key, sizeof key, &klen, times, ntimes) != 0 ||
+        v.len < 1)
         return 0; /* not a window of this format: skipped */
     int64_t start = ntimes == 2 ? times[1] : times[0];
     int64_t end = ntimes == 2 ? times[0] : start + q->size;
@@ -514,7 +440,8 @@ static int raw_entry(void *arg, ks_bytes k, ks_bytes v)
     unsigned char key[STORE_KEY_MAX];
     size_t klen;
     int64_t times[2];
-    if (win_key_decode(k.data, k.len, key, &klen, times, 2) != 0 || !key_selected(q, key, klen))
+    if (ks_win_key_decode(k.data, k.len, key, sizeof key, &klen, times, 2) != 0 ||
+        !key_selected(q, key, klen))
         return 0;
     if (q->have_cur && (klen != q->cur_len || memcmp(key, q->cur_key, klen) != 0))
         sliding_flush(q);
@@ -540,23 +467,23 @@ static int raw_entry(void *arg, ks_bytes k, ks_bytes v)
 /* Read the windows of one partition's store. */
 static int query_windows(query *q, ks_store_db *db)
 {
-    static const unsigned char meta_key[1] = {TAG_META};
+    static const unsigned char meta_key[1] = {KS_WIN_TAG_META};
     ks_bytes meta;
     q->stream_time = INT64_MIN;
     int rc = ks_store_get(db, (ks_bytes){meta_key, 1}, &meta);
     if (rc == 0 && meta.len == 16)
-        q->stream_time = win_time_get(meta.data);
+        q->stream_time = ks_win_time_get(meta.data);
     else if (rc != 0 && rc != KS_ERR_NOT_FOUND)
         return rc;
 
-    unsigned char tag = q->kind == WIN_SLIDING ? TAG_RAW : TAG_WIN;
+    unsigned char tag = q->kind == KS_WIN_SLIDING ? KS_WIN_TAG_RAW : KS_WIN_TAG_WIN;
     unsigned char lo[STORE_KEY_MAX], hi[STORE_KEY_MAX];
     size_t nlo = 1, nhi = 1;
     lo[0] = tag;
     hi[0] = (unsigned char)(tag + 1);
     /* bounds narrow the scan; key_selected() decides exactly */
     if (q->key) {
-        nlo = win_prefix(tag, q->key->data, q->key->len, 1, lo, sizeof lo);
+        nlo = ks_win_key_prefix(tag, (ks_bytes){q->key->data, q->key->len}, 1, lo, sizeof lo);
         memcpy(hi, lo, nlo);
         nhi = nlo;
         if (nlo == sizeof lo || hi[nhi - 1] != 0x00) { /* cut: scan to the tag's end */
@@ -567,9 +494,11 @@ static int query_windows(query *q, ks_store_db *db)
         }
     } else {
         if (q->kfrom && q->kfrom->set)
-            nlo = win_prefix(tag, q->kfrom->data, q->kfrom->len, 1, lo, sizeof lo);
+            nlo = ks_win_key_prefix(tag, (ks_bytes){q->kfrom->data, q->kfrom->len}, 1, lo,
+                                    sizeof lo);
         if (q->kto && q->kto->set) {
-            size_t n = win_prefix(tag, q->kto->data, q->kto->len, 1, hi, sizeof hi);
+            size_t n = ks_win_key_prefix(tag, (ks_bytes){q->kto->data, q->kto->len}, 1, hi,
+                                         sizeof hi);
             if (n < sizeof hi && n >= 3 && hi[n - 1] == 0x00 && hi[n - 2] == 0x00) {
                 nhi = n;
             } else {
@@ -579,8 +508,8 @@ static int query_windows(query *q, ks_store_db *db)
         }
     }
     rc = ks_store_range(db, (ks_bytes){lo, nlo}, (ks_bytes){hi, nhi},
-                        q->kind == WIN_SLIDING ? raw_entry : window_entry, q);
-    if (q->kind == WIN_SLIDING && rc == 0)
+                        q->kind == KS_WIN_SLIDING ? raw_entry : window_entry, q);
+    if (q->kind == KS_WIN_SLIDING && rc == 0)
         sliding_flush(q);
     q->have_cur = 0;
     q->nts = 0;
@@ -654,7 +583,7 @@ static int query_partition(query *q, const char *dir, int *missing, FILE *errf)
                 ks_store_last_error(env));
         exit_code = KS_EXIT_FAILURE;
     } else {
-        if (q->kind != WIN_NONE) {
+        if (q->kind != KS_WIN_NONE) {
             rc = query_windows(q, db);
         } else if (q->key) {
             ks_bytes k = {q->key->data, q->key->len}, v;
@@ -756,46 +685,26 @@ static void describe_key(const arg_bytes *k, char *buf, size_t len)
 }
 
 /* The windowed node whose (first) store is `store`: its window from the
- * YAML `window:` map. WIN_NONE when the store is not windowed. */
-static win_kind window_of(const ks_pipeline *p, const char *store, const ks_cfg_node **node,
-                          int64_t *size, int64_t *retention)
+ * YAML `window:` map, read and checked with the plugins' rules (the
+ * defaults of the shipped count, aggregate and reduce; no plugin is
+ * loaded). 1 with *spec (kind KS_WIN_NONE) when the store is not windowed,
+ * 0 with *node and *spec, -1 with "FILE:LINE:COL: ..." in err when the
+ * window is invalid (`kstreams check` refuses it too). */
+static int window_of(const ks_pipeline *p, const char *store, const ks_cfg_node **node,
+                     ks_win_spec *spec, char *err, size_t errlen)
 {
     for (size_t i = 0; i < p->node_count; i++) {
         const ks_cfg_node *n = &p->nodes[i];
-        if (n->store_count == 0 || strcmp(n->stores[0], store) != 0 || n->window.count == 0)
+        if (n->store_count == 0 || strcmp(n->stores[0], store) != 0)
             continue;
-        win_kind kind = WIN_NONE;
-        int64_t sz = 0, gap = 0, grace = 0, ret = 0;
-        for (size_t s = 0; s < n->window.count; s++) {
-            const ks_cfg_scalar *c = &n->window.items[s];
-            if (!c->key || !c->value)
-                continue;
-            if (!strcmp(c->key, "kind")) {
-                for (int k = WIN_TUMBLING; k <= WIN_SESSION; k++)
-                    if (!strcmp(c->value, WIN_KIND_NAMES[k]))
-                        kind = (win_kind)k;
-            } else if (!strcmp(c->key, "size")) {
-                ks_parse_duration_ms(c->value, &sz);
-            } else if (!strcmp(c->key, "gap")) {
-                ks_parse_duration_ms(c->value, &gap);
-            } else if (!strcmp(c->key, "grace")) {
-                ks_parse_duration_ms(c->value, &grace);
-            } else if (!strcmp(c->key, "retention")) {
-                ks_parse_duration_ms(c->value, &ret);
-            }
-        }
-        if (kind == WIN_NONE)
+        int rc = ks_topology_window_spec(n, NULL, spec, err, errlen);
+        if (rc == 1)
             continue;
-        /* the minimum retention of plugins/window.c */
-        int64_t min = kind == WIN_SLIDING   ? sz + 1 + grace
-                      : kind == WIN_SESSION ? gap + grace
-                                            : sz + grace;
         *node = n;
-        *size = sz;
-        *retention = ret > min ? ret : min;
-        return kind;
+        return rc;
     }
-    return WIN_NONE;
+    memset(spec, 0, sizeof *spec);
+    return 1;
 }
 
 int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
@@ -916,11 +825,16 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
     }
 
     const ks_cfg_node *wnode = NULL;
-    int64_t wsize = 0, wretention = 0;
-    win_kind kind = raw ? WIN_NONE : window_of(p, store, &wnode, &wsize, &wretention);
+    ks_win_spec wspec = {0};
+    if (!raw && window_of(p, store, &wnode, &wspec, err, sizeof err) < 0) {
+        fprintf(errf, "%s\n", err);
+        exit_code = KS_EXIT_INVALID;
+        goto done;
+    }
+    ks_win_kind kind = wspec.kind;
     q.tfrom = INT64_MIN;
     q.tto = INT64_MAX;
-    if (kind == WIN_NONE) {
+    if (kind == KS_WIN_NONE) {
         /* --from/--to: keys, the same as --from-key/--to-key */
         if ((from && kfrom.set) || (to && kto.set))
             USAGE("%s", "give a key bound once: --from or --from-key, --to or --to-key");
@@ -944,7 +858,7 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
                   to);
         if (q.tfrom > q.tto)
             USAGE("--from %s is after --to", from);
-        if (kind == WIN_SLIDING && strcmp(wnode->type, "count") != 0) {
+        if (kind == KS_WIN_SLIDING && strcmp(wnode->type, "count") != 0) {
             fprintf(errf,
                     "kstreams query: store '%s' holds the sliding windows of node '%s' (%s): "
                     "only their records are stored, and their values are folded by the "
@@ -988,8 +902,8 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
     q.kfrom = &kfrom;
     q.kto = &kto;
     q.kind = kind;
-    q.size = wsize;
-    q.retention = wretention;
+    q.size = wspec.size;
+    q.retention = wspec.retention;
     if (q.json)
         q.array = json_array();
     size_t present = 0;
@@ -1010,7 +924,7 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
         fprintf(errf, "kstreams query: %s/task-%ld: no store '%s' here\n", base, partition,
                 store);
         exit_code = KS_EXIT_NOT_FOUND;
-    } else if (exit_code == KS_EXIT_OK && key.set && !q.found && kind != WIN_NONE) {
+    } else if (exit_code == KS_EXIT_OK && key.set && !q.found && kind != KS_WIN_NONE) {
         fprintf(errf, "kstreams query: no window of key '%s' in store '%s'", kdesc, store);
         if (from || to)
             fprintf(errf, " with a start in [%s, %s]", from ? from : "-", to ? to : "-");
@@ -1021,7 +935,7 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
         exit_code = KS_EXIT_NOT_FOUND;
     } else if (exit_code == KS_EXIT_OK && q.json) {
         /* one object for one key of a key-value store; windows: an array */
-        json_t *doc = key.set && kind == WIN_NONE ? json_array_get(q.array, 0) : q.array;
+        json_t *doc = key.set && kind == KS_WIN_NONE ? json_array_get(q.array, 0) : q.array;
         char *s = json_dumps(doc, JSON_COMPACT);
         if (s) {
             fprintf(out, "%s\n", s);

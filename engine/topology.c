@@ -4,7 +4,9 @@
  * Node order: sources, then processors in YAML order, then sinks. The
  * pipeline was already checked for dangling names and cycles (config.c);
  * here we check what needs the plugins: processor types, named functions,
- * config schemas and store requirements. Errors carry the YAML mark.
+ * config schemas, the window rules of types with the shipped window fields
+ * (plugins/window_core.c, the code those plugins run) and store
+ * requirements. Errors carry the YAML mark.
  */
 #include "topology.h"
 
@@ -14,6 +16,8 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+
+#include "../plugins/window.h"
 
 static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt,
                    ...) KS_PRINTF(4, 5);
@@ -248,11 +252,82 @@ static int validate_window(const ks_cfg_node *n, const ks_processor_type *pt,
     return 0;
 }
 
+/* ks_win_config over the node's `window:` map; defaults from the type's
+ * fields (like the host's config API, host_api.c). */
+typedef struct window_src {
+    const ks_cfg_node *n;
+    const ks_processor_type *pt; /* NULL: no defaults */
+} window_src;
+
+static const ks_cfg_scalar *window_item(const ks_cfg_node *n, const char *key)
+{
+    for (size_t i = 0; i < n->window.count; i++)
+        if (n->window.items[i].key && strcmp(n->window.items[i].key, key) == 0)
+            return &n->window.items[i];
+    return NULL;
+}
+
+static const char *window_value(const window_src *src, const char *name)
+{
+    if (strncmp(name, WINDOW_PREFIX, WINDOW_PREFIX_LEN) != 0)
+        return NULL;
+    const ks_cfg_scalar *s = window_item(src->n, name + WINDOW_PREFIX_LEN);
+    if (s)
+        return s->value;
+    const ks_config_field *f =
+        src->pt ? find_field(src->pt, WINDOW_PREFIX, name + WINDOW_PREFIX_LEN) : NULL;
+    return f ? f->default_value : NULL;
+}
+
+static int window_string(void *arg, const char *name, const char **out)
+{
+    const char *v = window_value(arg, name);
+    if (!v)
+        return KS_ERR_NOT_FOUND;
+    *out = v;
+    return 0;
+}
+
+static int window_duration(void *arg, const char *name, int64_t *ms)
+{
+    const char *v = window_value(arg, name);
+    if (!v)
+        return KS_ERR_NOT_FOUND;
+    return ks_parse_duration_ms(v, ms) == 0 ? 0 : KS_ERR_INVALID;
+}
+
+int ks_topology_window_spec(const ks_cfg_node *n, const ks_processor_type *pt,
+                            struct ks_win_spec *spec, char *err, size_t errlen)
+{
+    if (n->window.count == 0)
+        return 1;
+    window_src src = {n, pt};
+    const ks_win_config cfg = {&src, window_string, window_duration};
+    char why[256];
+    const char *at = NULL;
+    int rc = ks_win_spec_read(&cfg, spec, why, sizeof why, &at);
+    if (rc != -1)
+        return rc;
+    /* at the key at fault, else at `kind`, else at the map's first key */
+    const ks_cfg_scalar *s = at ? window_item(n, at) : NULL;
+    if (!s)
+        s = window_item(n, "kind");
+    if (!s)
+        s = &n->window.items[0];
+    return fail_at(err, errlen, &s->key_mark, "node '%s': %s", n->name, why);
+}
+
 static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                            char *err, size_t errlen)
 {
     if (validate_window(n, pt, err, errlen) != 0)
         return -1;
+    /* the rules of the shipped windows, from the plugins' own code */
+    if (n->window.count && ks_win_standard_fields(pt->config, pt->config_count)) {
+        ks_win_spec spec;
+        if (ks_topology_window_spec(n, pt, &spec, err, errlen) < 0)
+            return -1;
+    }
     for (size_t i = 0; i < n->config.count; i++) {
         const ks_cfg_scalar *s = &n->config.items[i];
         const ks_config_field *f = NULL;

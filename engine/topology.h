@@ -99,4 +99,18 @@ int ks_topology_prepare_swap(const ks_topo_node *tn, const ks_plugin *pl,
                              const ks_processor_type **ptype, ks_topo_fn **fns,
                              char *err, size_t errlen);
 
+/*
+ * The window of processor node `n` (its `window:` map) read and checked
+ * with the rules of the shipped windows (plugins/window.h, the code the
+ * count, aggregate and reduce plugins run): defaults from the fields of
+ * type `pt`, or none when pt is NULL (a caller without the plugins, e.g.
+ * `kstreams query`). Returns 1 when the node is not windowed (no `window:`
+ * or no `kind`), 0 with *spec filled in, -1 with "FILE:LINE:COL: node 'N':
+ * ..." in err, at the key at fault. ks_topology_build runs it for every
+ * node whose type declares these fields (ks_win_standard_fields).
+ */
+struct ks_win_spec;
+int ks_topology_window_spec(const ks_cfg_node *n, const ks_processor_type *pt,
+                            struct ks_win_spec *spec, char *err, size_t errlen);
+
 #endif /* KS_TOPOLOGY_H */

@@ -1,6 +1,8 @@
 /*
- * window.c - event-time windows, shared by the count, aggregate and reduce
- * modules (compiled into each; see window.h).
+ * window.c - the runtime of event-time windows, shared by the count,
+ * aggregate and reduce modules (compiled into each; see window.h). The
+ * host-free rules it builds on (spec checks, arithmetic, key format,
+ * windowed-json keys) are in window_core.c, which the engine compiles too.
  *
  * Store layout (state_version 1 of a windowed node; all in the node's
  * first store, every write mirrored to its changelog by the host):
@@ -39,10 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TAG_META 0x10
-#define TAG_INDEX 0x20
-#define TAG_WIN 0x30
-#define TAG_RAW 0x40
+#define TAG_META KS_WIN_TAG_META
+#define TAG_INDEX KS_WIN_TAG_INDEX
+#define TAG_WIN KS_WIN_TAG_WIN
+#define TAG_RAW KS_WIN_TAG_RAW
 
 #define FLAG_EMITTED 0x01
 
@@ -50,319 +52,10 @@
 #define STORE_KEY_MAX 500
 #define WIN_KEY_MAX (STORE_KEY_MAX - 9)
 
-/* Most windows one record may fall in (hopping: size / advance). */
-#define MAX_HOPS 4096
+#define MAX_HOPS KS_WIN_MAX_HOPS
 
 /* Log the 1st dropped record, then every LOG_EVERY-th. */
 #define LOG_EVERY 1000
-
-/* ---- arithmetic --------------------------------------------------------- */
-
-int64_t ks_win_min_retention(const ks_win_spec *spec)
-{
-    switch (spec->kind) {
-    case KS_WIN_SLIDING: return spec->size + 1 + spec->grace;
-    case KS_WIN_SESSION: return spec->gap + spec->grace;
-    default: return spec->size + spec->grace;
-    }
-}
-
-static int spec_fail(char *err, size_t errlen, const char *fmt, const char *a)
-{
-    snprintf(err, errlen, fmt, a);
-    return -1;
-}
-
-int ks_win_spec_check(ks_win_spec *spec, char *err, size_t errlen)
-{
-    static const char *names[] = {"none", "tumbling", "hopping", "sliding", "session"};
-    const char *kind = names[spec->kind];
-    if (spec->kind == KS_WIN_NONE)
-        return spec_fail(err, errlen, "%s: no window kind", kind);
-    if (spec->grace < 0 || spec->size < 0 || spec->advance < 0 || spec->gap < 0 ||
-        spec->retention < 0)
-        return spec_fail(err, errlen, "%s window: durations must not be negative", kind);
-    if (spec->kind == KS_WIN_SESSION) {
-        if (spec->gap <= 0)
-            return spec_fail(err, errlen, "%s window needs `gap` (the inactivity gap)", kind);
-        if (spec->size || spec->advance)
-            return spec_fail(err, errlen,
-                             "%s window takes `gap`, not `size` or `advance`", kind);
-    } else {
-        if (spec->size <= 0)
-            return spec_fail(err, errlen, "%s window needs `size`", kind);
-        if (spec->gap)
-            return spec_fail(err, errlen, "`gap` is for session windows, not %s", kind);
-    }
-    if (spec->kind == KS_WIN_TUMBLING) {
-        if (spec->advance && spec->advance != spec->size)
-            return spec_fail(err, errlen,
-                             "%s window: `advance` differs from `size`; use kind "
-                             "hopping",
-                             kind);
-        spec->advance = spec->size;
-    }
-    if (spec->kind == KS_WIN_HOPPING) {
-        if (spec->advance <= 0 || spec->advance > spec->size)
-            return spec_fail(err, errlen,
-                             "%s window needs `advance` between 1ms and `size`", kind);
-        if ((spec->size + spec->advance - 1) / spec->advance > MAX_HOPS)
-            return spec_fail(err, errlen,
-                             "%s window: size / advance is over 4096 windows per "
-                             "record",
-                             kind);
-    }
-    if (spec->kind == KS_WIN_SLIDING && spec->advance)
-        return spec_fail(err, errlen, "%s window takes no `advance`", kind);
-    int64_t min = ks_win_min_retention(spec);
-    if (spec->retention == 0)
-        spec->retention = min;
-    if (spec->retention < min) {
-        snprintf(err, errlen,
-                 "%s window: retention %" PRId64 " ms is shorter than the window "
-                 "plus grace (%" PRId64 " ms)",
-                 kind, spec->retention, min);
-        return -1;
-    }
-    return 0;
-}
-
-size_t ks_win_time_starts(const ks_win_spec *spec, int64_t ts, int64_t *starts,
-                          size_t max)
-{
-    int64_t last = ts - ts % spec->advance; /* latest start <= ts */
-    int64_t first = last;
-    while (first - spec->advance > ts - spec->size && first - spec->advance >= 0)
-        first -= spec->advance;
-    size_t n = 0;
-    for (int64_t s = first; s <= last && n < max; s += spec->advance)
-        starts[n++] = s;
-    return n;
-}
-
-int64_t ks_win_end(const ks_win_spec *spec, int64_t start)
-{
-    return spec->kind == KS_WIN_SLIDING ? start + spec->size + 1 : start + spec->size;
-}
-
-int ks_win_time_closed(const ks_win_spec *spec, int64_t end, int64_t st)
-{
-    return end + spec->grace <= st;
-}
-
-int ks_win_session_closed(const ks_win_spec *spec, int64_t end, int64_t st)
-{
-    return end + spec->gap + spec->grace < st;
-}
-
-void ks_win_time_put(unsigned char out[8], int64_t t)
-{
-    uint64_t u = (uint64_t)t ^ 0x8000000000000000ull;
-    for (int i = 7; i >= 0; i--) {
-        out[i] = (unsigned char)(u & 0xff);
-        u >>= 8;
-    }
-}
-
-int64_t ks_win_time_get(const unsigned char in[8])
-{
-    uint64_t u = 0;
-    for (int i = 0; i < 8; i++)
-        u = (u << 8) | in[i];
-    return (int64_t)(u ^ 0x8000000000000000ull);
-}
-
-size_t ks_win_key_encode(unsigned char tag, ks_bytes key, const int64_t *times,
-                         size_t ntimes, unsigned char *out, size_t outmax)
-{
-    const unsigned char *k = key.data;
-    size_t n = 0;
-    if (outmax < 1)
-        return 0;
-    out[n++] = tag;
-    for (size_t i = 0; i < key.len; i++) {
-        if (n + 2 > outmax)
-            return 0;
-        out[n++] = k[i];
-        if (k[i] == 0x00)
-            out[n++] = 0x01;
-    }
-    if (n + 2 + 8 * ntimes > outmax)
-        return 0;
-    out[n++] = 0x00;
-    out[n++] = 0x00;
-    for (size_t t = 0; t < ntimes; t++, n += 8)
-        ks_win_time_put(out + n, times[t]);
-    return n;
-}
-
-int ks_win_key_decode(const unsigned char *in, size_t len, unsigned char *key_out,
-                      size_t keymax, size_t *key_len, int64_t *times, size_t ntimes)
-{
-    if (len < 1 + 2 + 8 * ntimes)
-        return -1;
-    size_t end = len - 8 * ntimes; /* just past the separator */
-    if (in[end - 2] != 0x00 || in[end - 1] != 0x00)
-        return -1;
-    size_t k = 0;
-    for (size_t i = 1; i < end - 2; i++) {
-        if (k == keymax)
-            return -1;
-        key_out[k++] = in[i];
-        if (in[i] == 0x00) {
-            if (i + 1 >= end - 2 || in[i + 1] != 0x01)
-                return -1;
-            i++;
-        }
-    }
-    *key_len = k;
-    for (size_t t = 0; t < ntimes; t++)
-        times[t] = ks_win_time_get(in + end + 8 * t);
-    return 0;
-}
-
-/* ---- a small JSON reader: top-level fields only ---------------------- */
-
-typedef struct jscan {
-    const char *p, *end;
-} jscan;
-
-static void j_ws(jscan *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' ||
-                             *j->p == '\r'))
-        j->p++;
-}
-
-/* Skip a string starting at '"'; set raw and rawlen to its contents. */
-static int j_string(jscan *j, const char **raw, size_t *rawlen)
-{
-    if (j->p >= j->end || *j->p != '"')
-        return -1;
-    const char *start = ++j->p;
-    while (j->p < j->end && *j->p != '"')
-        j->p += (*j->p == '\\') ? 2 : 1;
-    if (j->p >= j->end)
-        return -1;
-    *raw = start;
-    *rawlen = (size_t)(j->p - start);
-    j->p++;
-    return 0;
-}
-
-/* Skip any value (nested objects and arrays by depth, minding strings). */
-static int j_skip(jscan *j)
-{
-    int depth = 0;
-    const char *raw;
-    size_t rawlen;
-    do {
-        j_ws(j);
-        if (j->p >= j->end)
-            return -1;
-        char c = *j->p;
-        if (c == '"') {
-            if (j_string(j, &raw, &rawlen) != 0)
-                return -1;
-        } else if (c == '{' || c == '[') {
-            depth++;
-            j->p++;
-        } else if (c == '}' || c == ']') {
-            if (depth == 0)
-                return -1;
-            depth--;
-            j->p++;
-        } else if (c == ',' || c == ':') {
-            if (depth == 0)
-                return -1;
-            j->p++;
-        } else {
-            while (j->p < j->end && !strchr(",:]} \t\r\n", *j->p))
-                j->p++;
-        }
-    } while (depth > 0);
-    return 0;
-}
-
-static int j_int(jscan *j, int64_t *out)
-{
-    int neg = 0;
-    if (j->p < j->end && *j->p == '-') {
-        neg = 1;
-        j->p++;
-    }
-    if (j->p >= j->end || *j->p < '0' || *j->p > '9')
-        return -1;
-    int64_t v = 0;
-    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-        if (v > (INT64_MAX - 9) / 10)
-            return -1;
-        v = v * 10 + (*j->p++ - '0');
-    }
-    if (j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'))
-        return -1;
-    *out = neg ? -v : v;
-    return 0;
-}
-
-int ks_win_json_time(const void *json, size_t len, const char *field, int64_t *ms)
-{
-    jscan j = {json, (const char *)json + len};
-    size_t flen = strlen(field);
-    j_ws(&j);
-    if (j.p >= j.end || *j.p != '{')
-        return -1;
-    j.p++;
-    for (;;) {
-        j_ws(&j);
-        if (j.p < j.end && *j.p == '}')
-            return -1;
-        const char *name;
-        size_t nlen;
-        if (j_string(&j, &name, &nlen) != 0)
-            return -1;
-        j_ws(&j);
-        if (j.p >= j.end || *j.p != ':')
-            return -1;
-        j.p++;
-        j_ws(&j);
-        if (nlen == flen && memcmp(name, field, flen) == 0)
-            return j_int(&j, ms);
-        if (j_skip(&j) != 0)
-            return -1;
-        j_ws(&j);
-        if (j.p < j.end && *j.p == ',')
-            j.p++;
-        else
-            return -1;
-    }
-}
-
-size_t ks_win_json_key(ks_bytes key, int64_t start, int64_t end, char *out,
-                       size_t outmax)
-{
-    const unsigned char *k = key.data;
-    size_t n = 0;
-#define PUT(...)                                                                   \
-    do {                                                                           \
-        int w_ = snprintf(out + n, outmax - n, __VA_ARGS__);                       \
-        if (w_ < 0 || (size_t)w_ >= outmax - n)                                   \
-            return 0;                                                              \
-        n += (size_t)w_;                                                           \
-    } while (0)
-    PUT("{\"key\":\"");
-    for (size_t i = 0; i < key.len; i++) {
-        if (k[i] == '"' || k[i] == '\\')
-            PUT("\\%c", k[i]);
-        else if (k[i] < 0x20)
-            PUT("\\u%04x", k[i]);
-        else
-            PUT("%c", k[i]);
-    }
-    PUT("\",\"start\":%" PRId64 ",\"end\":%" PRId64 "}", start, end);
-#undef PUT
-    return n;
-}
 
 /* ---- runtime ------------------------------------------------------------ */
 
@@ -1017,69 +710,22 @@ ks_verdict ks_win_process(ks_win *w, const ks_record *rec)
 
 /* ---- open / free -------------------------------------------------------- */
 
-static int parse_kind(const char *s, ks_win_kind *kind)
+typedef struct win_cfg {
+    const ks_host_api *api;
+    ks_ctx *ctx;
+} win_cfg;
+
+/* The node's window keys through the host's config API (ks_win_config). */
+static int cfg_string(void *arg, const char *name, const char **out)
 {
-    static const char *names[] = {"tumbling", "hopping", "sliding", "session"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(s, names[i]) == 0) {
-            *kind = (ks_win_kind)(i + 1);
-            return 0;
-        }
-    return -1;
+    const win_cfg *c = arg;
+    return c->api->config_string(c->ctx, name, out);
 }
 
-/* A duration key, 0 when unset. */
-static int64_t duration_or_0(const ks_host_api *api, ks_ctx *ctx, const char *key)
+static int cfg_duration(void *arg, const char *name, int64_t *ms)
 {
-    int64_t ms = 0;
-    return api->config_duration_ms(ctx, key, &ms) == 0 ? ms : 0;
-}
-
-static int read_spec(const ks_host_api *api, ks_ctx *ctx, ks_win_spec *sp, char *err,
-                     size_t errlen)
-{
-    const char *kind, *emit = "update", *keyfmt = "windowed-json", *field = NULL;
-    if (api->config_string(ctx, "window.kind", &kind) != 0)
-        return 1; /* not windowed */
-    if (parse_kind(kind, &sp->kind) != 0) {
-        snprintf(err, errlen,
-                 "unknown window kind '%s'; expected tumbling, hopping, sliding or "
-                 "session",
-                 kind);
-        return -1;
-    }
-    sp->size = duration_or_0(api, ctx, "window.size");
-    sp->advance = duration_or_0(api, ctx, "window.advance");
-    sp->gap = duration_or_0(api, ctx, "window.gap");
-    sp->grace = duration_or_0(api, ctx, "window.grace");
-    sp->retention = duration_or_0(api, ctx, "window.retention");
-    api->config_string(ctx, "window.emit", &emit);
-    api->config_string(ctx, "window.key", &keyfmt);
-    if (api->config_string(ctx, "window.time_field", &field) == 0) {
-        if (!field[0] || strlen(field) >= sizeof sp->time_field) {
-            snprintf(err, errlen, "window time_field must be 1..%zu characters",
-                     sizeof sp->time_field - 1);
-            return -1;
-        }
-        snprintf(sp->time_field, sizeof sp->time_field, "%s", field);
-    }
-    if (strcmp(emit, "update") == 0)
-        sp->emit = KS_WIN_EMIT_UPDATE;
-    else if (strcmp(emit, "final") == 0)
-        sp->emit = KS_WIN_EMIT_FINAL;
-    else {
-        snprintf(err, errlen, "window emit '%s': expected update or final", emit);
-        return -1;
-    }
-    if (strcmp(keyfmt, "windowed-json") == 0)
-        sp->key_format = KS_WIN_KEY_JSON;
-    else if (strcmp(keyfmt, "plain") == 0)
-        sp->key_format = KS_WIN_KEY_PLAIN;
-    else {
-        snprintf(err, errlen, "window key '%s': expected windowed-json or plain", keyfmt);
-        return -1;
-    }
-    return ks_win_spec_check(sp, err, errlen);
+    const win_cfg *c = arg;
+    return c->api->config_duration_ms(c->ctx, name, ms);
 }
 
 int ks_win_open(const ks_host_api *api, ks_ctx *ctx, const char *who, ks_store *store,
@@ -1088,7 +734,11 @@ int ks_win_open(const ks_host_api *api, ks_ctx *ctx, const char *who, ks_store *
     *out = NULL;
     ks_win_spec spec = {0};
     char err[256] = "";
-    int rc = read_spec(api, ctx, &spec, err, sizeof err);
+    win_cfg c = {api, ctx};
+    const ks_win_config cfg = {&c, cfg_string, cfg_duration};
+    /* the engine applied these rules when it built the topology
+     * (topology.c, `kstreams check`); a plugin checks what it relies on */
+    int rc = ks_win_spec_read(&cfg, &spec, err, sizeof err, NULL);
     if (rc == 1)
         return 0;
     if (rc == 0 && spec.kind == KS_WIN_SESSION && !ops->merge) {

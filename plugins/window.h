@@ -1,18 +1,22 @@
 /*
  * window.h - event-time windows for the shipped count, aggregate and reduce
- * plugins. window.c is compiled into each of the three modules (a plugin
- * never links the engine), so nothing here is exported from a module.
+ * plugins. window.c and window_core.c are compiled into each of the three
+ * modules (a plugin never links the engine), so nothing here is exported
+ * from a module.
  *
  * Two layers:
- *  - arithmetic (pure, unit-tested without a host): which windows a
- *    timestamp falls in, when a window closes, the order-preserving store
- *    key encoding, the event-time field of a JSON value, the windowed output
- *    key;
- *  - a runtime (ks_win_*) that a plugin drives from process(): it keeps the
- *    windows of a node in the node's store, folds values with the plugin's
- *    ks_win_ops, drops late records, emits updates or final results and
- *    deletes windows past retention. See docs/windows.md for the user's
- *    view and window.c for the store layout.
+ *  - core (window_core.c: pure, no host, unit-tested without one): the
+ *    rules of a `window:` spec, which windows a timestamp falls in, when a
+ *    window closes, the order-preserving store key encoding, the event-time
+ *    field of a JSON value, the windowed output key. The engine compiles
+ *    window_core.c too: `kstreams check` validates `window:` with
+ *    ks_win_spec_read() and `kstreams query` decodes window keys with
+ *    ks_win_key_decode(), so each rule exists once;
+ *  - a runtime (window.c, ks_win_*) that a plugin drives from process(): it
+ *    keeps the windows of a node in the node's store, folds values with the
+ *    plugin's ks_win_ops, drops late records, emits updates or final
+ *    results and deletes windows past retention. See docs/windows.md for
+ *    the user's view and window.c for the store layout.
  */
 #ifndef KS_PLUGINS_WINDOW_H
 #define KS_PLUGINS_WINDOW_H
@@ -36,6 +40,15 @@ typedef enum ks_win_keyfmt {
     KS_WIN_KEY_JSON = 0, /* {"key":"...","start":ms,"end":ms}              */
     KS_WIN_KEY_PLAIN     /* the record key; bounds in headers              */
 } ks_win_keyfmt;
+
+/* Store layout tags (state format 1 of a windowed node; window.c). */
+#define KS_WIN_TAG_META 0x10  /* stream time T(st), record sequence (8, BE) */
+#define KS_WIN_TAG_INDEX 0x20 /* T(t) then a window or raw key: due-time index */
+#define KS_WIN_TAG_WIN 0x30   /* key* 00 00 T(start); session: T(end) T(start) */
+#define KS_WIN_TAG_RAW 0x40   /* sliding: key* 00 00 T(ts) T(seq), one record */
+
+/* Most windows one record may fall in (hopping: size / advance). */
+#define KS_WIN_MAX_HOPS 4096
 
 /* Header names carrying the window bounds (decimal ms) on every output. */
 #define KS_WIN_HDR_START "ks.window.start"
@@ -79,11 +92,42 @@ typedef struct ks_win_spec {
 
 #define KS_WIN_CONFIG_COUNT 9
 
-/* ---- arithmetic --------------------------------------------------------- */
+/* ---- core: spec ----------------------------------------------------------- */
+
+/* "tumbling", ... ("none" for KS_WIN_NONE); the YAML `kind:` values. */
+const char *ks_win_kind_name(ks_win_kind kind);
+
+/* A YAML `kind:` value into *kind. 0, or -1 when unknown. */
+int ks_win_kind_parse(const char *s, ks_win_kind *kind);
 
 /* Check a spec and fill in defaults (tumbling advance = size, retention).
  * Returns 0, or -1 with a sentence in err (NUL-terminated). */
 int ks_win_spec_check(ks_win_spec *spec, char *err, size_t errlen);
+
+/* Where ks_win_spec_read() finds a node's window keys, by field name
+ * ("window.kind", "window.size", ...). Each returns 0 with the value (the
+ * field's default when the YAML does not set it), or non-zero when unset
+ * without a default. A plugin reads them through the host's config API
+ * (window.c), the engine from the node's `window:` map (topology.c). */
+typedef struct ks_win_config {
+    void *arg;
+    int (*string)(void *arg, const char *name, const char **out);
+    int (*duration)(void *arg, const char *name, int64_t *ms);
+} ks_win_config;
+
+/* Read a node's window and check it (ks_win_spec_check). Returns 1 when
+ * the node has no `kind` (not windowed); 0 with *spec filled in; -1 with a
+ * sentence in err and, when one key is at fault, its YAML name ("advance",
+ * without "window.") in *at (NULL otherwise; `at` may be NULL). */
+int ks_win_spec_read(const ks_win_config *cfg, ks_win_spec *spec, char *err,
+                     size_t errlen, const char **at);
+
+/* 1 when the config table declares every field of KS_WIN_CONFIG_FIELDS
+ * with its type: the type's `window:` follows these rules (count,
+ * aggregate, reduce). Other types may give `window.*` keys other meanings. */
+int ks_win_standard_fields(const ks_config_field *fields, size_t n);
+
+/* ---- core: arithmetic ------------------------------------------------------ */
 
 /* Smallest allowed retention: size + grace for tumbling and hopping,
  * size + 1 + grace for sliding, gap + grace for sessions. */
@@ -118,6 +162,12 @@ int64_t ks_win_time_get(const unsigned char in[8]);
 size_t ks_win_key_encode(unsigned char tag, ks_bytes key, const int64_t *times,
                          size_t ntimes, unsigned char *out, size_t outmax);
 
+/* A range-scan bound for the entries of `key` under `tag`: the tag, the
+ * escaped key, then 00 00 when `sep`. Cut at outmax bytes (a cut prefix
+ * still sorts at or below the key's entries). Returns the length. */
+size_t ks_win_key_prefix(unsigned char tag, ks_bytes key, int sep, unsigned char *out,
+                         size_t outmax);
+
 /* Inverse of ks_win_key_encode: the unescaped key into key_out (keymax
  * bytes), its length into *key_len, and ntimes times. Returns 0 or -1 when
  * `in` is not such a key. */
@@ -128,8 +178,25 @@ int ks_win_key_decode(const unsigned char *in, size_t len, unsigned char *key_ou
  * `json`. Returns 0, or -1 when absent, not an object or not an integer. */
 int ks_win_json_time(const void *json, size_t len, const char *field, int64_t *ms);
 
-/* The windowed-json output key {"key":"<key>","start":S,"end":E}, the key
- * as a JSON string (escaped). Returns the length, or 0 when over outmax. */
+/* One UTF-8 character at p (n bytes): its length (1..4) with the code
+ * point in *cp, or 0 when p holds no valid character (RFC 3629: no
+ * overlong forms, surrogates or code points over U+10FFFF) or n is 0. */
+size_t ks_win_utf8_next(const unsigned char *p, size_t n, uint32_t *cp);
+
+/* 1 when the len bytes are valid UTF-8 (empty included), else 0. */
+int ks_win_utf8_valid(const void *data, size_t len);
+
+/* The windowed-json output key, always JSON that jansson (and so the
+ * engine's `json` serde check) parses:
+ *   {"key":"<key>","start":S,"end":E}      the key is valid UTF-8 without
+ *                                          0x00: a JSON string, '"' and '\'
+ *                                          escaped, the other control
+ *                                          characters as \u00XX
+ *   {"key_hex":"<hex>","start":S,"end":E}  otherwise: every byte as two
+ *                                          lowercase hex digits (the field
+ *                                          and format of `kstreams query`,
+ *                                          whose --key-hex takes it back)
+ * Returns the length, or 0 when over outmax. */
 size_t ks_win_json_key(ks_bytes key, int64_t start, int64_t end, char *out,
                        size_t outmax);
 

@@ -519,6 +519,111 @@ static void test_win_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "--key needs a value"));
 }
 
+/* Keys that are not text (invalid UTF-8, 0x00) and text with control
+ * characters: every windowed-json output key is JSON the sink's `json`
+ * serde takes; "key_hex" is the hex --key-hex takes back, and query shows
+ * the same key, start and end. */
+static void test_win_output_keys_read_back(void)
+{
+    char yaml[160], state[160];
+    snprintf(yaml, sizeof yaml, "%s/utf.yaml", wtmp);
+    snprintf(state, sizeof state, "%s/utf-state", wtmp);
+    FILE *f = fopen(yaml, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f,
+            "application: query-win-utf\n"
+            "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+            "state_dir: %s\n"
+            "plugin_path: [%s/plugins/.libs]\n"
+            "sources: { in: { topic: in, key: bytes, value: bytes } }\n"
+            "nodes:\n"
+            "  - { name: w, type: count, from: in, store: w,\n"
+            "      window: { kind: tumbling, size: 10s, retention: 1h } }\n"
+            "sinks: [ { from: w, topic: out, key: json, value: int64 } ]\n",
+            state, KS_TEST_BUILDDIR);
+    fclose(f);
+    static const struct {
+        const char *key;
+        size_t len;
+        const char *field, *text; /* the output key's field and its value */
+    } keys[] = {
+        {"\xff\xfe", 2, "key_hex", "fffe"},
+        {"caf\xc3", 4, "key_hex", "636166c3"},
+        {"a\0b", 3, "key_hex", "610062"},
+        {"q\"\\\n", 4, "key", "q\"\\\n"},
+        {"caf\xc3\xa9", 5, "key", "caf\xc3\xa9"},
+    };
+    ks_driver_options opt = {.state_dir = state, .partitions = 1};
+    ks_driver *drv = NULL;
+    char err[1024];
+    CU_ASSERT_EQUAL_FATAL(ks_driver_open(yaml, &opt, &drv, err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int rc = ks_driver_pipe(drv, "in", keys[i].key, keys[i].len, "x", 1, 3000);
+        if (rc != 0)
+            fprintf(stderr, "\n%s\n", ks_driver_last_error(drv));
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        ks_driver_record rec;
+        CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &rec), 0);
+        json_t *k = json_loadb(rec.key, rec.key_len, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        json_t *v = json_object_get(k, keys[i].field);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        CU_ASSERT_EQUAL(json_string_length(v), strlen(keys[i].text));
+        CU_ASSERT(memcmp(json_string_value(v), keys[i].text, strlen(keys[i].text)) == 0);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(k, "start")), 0);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(k, "end")), 10000);
+        json_decref(k);
+    }
+    ks_driver_close(drv);
+    /* read back: the hex of an output key is the --key-hex of its window */
+    for (size_t i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(query(yaml, "w", "--key-hex", keys[i].text, "--format", "json",
+                              "--int64", NULL),
+                        0);
+        json_t *got = json_loads(out_text, 0, NULL);
+        CU_ASSERT_FATAL(json_is_array(got) && json_array_size(got) == 1);
+        json_t *o = json_array_get(got, 0);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(o, "key_hex")), keys[i].text);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "start")), 0);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "end")), 10000);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(o, "value")), 1);
+        json_decref(got);
+    }
+    CU_ASSERT_EQUAL(query(yaml, "w", "--key", "caf\xc3\xa9", "--format", "json", NULL), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "\"key\":\"caf\xc3\xa9\""));
+}
+
+/* A `window:` the plugins would refuse: query refuses the pipeline as
+ * `check` does (exit 2, at the key), instead of decoding with a bad spec. */
+static void test_win_invalid_spec(void)
+{
+    char yaml[160];
+    snprintf(yaml, sizeof yaml, "%s/bad-window.yaml", wtmp);
+    FILE *f = fopen(yaml, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f,
+            "application: query-win-test\n"
+            "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+            "state_dir: %s\n"
+            "sources: { in: { topic: in, key: string, value: string } }\n"
+            "nodes:\n"
+            "  - { name: hop, type: count, from: in, store: hop,\n"
+            "      window: { kind: hopping, size: 5s, advance: 10s } }\n"
+            "sinks: [ { from: hop, topic: out } ]\n",
+            wstate);
+    fclose(f);
+    CU_ASSERT_EQUAL(query(yaml, "hop", NULL), 2);
+    char want[256];
+    snprintf(want, sizeof want,
+             "%s:7:42: node 'hop': hopping window needs `advance` between 1ms and `size`",
+             yaml);
+    if (!strstr(err_text, want))
+        fprintf(stderr, "\n'%s' lacks '%s'\n", err_text, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, want));
+    /* --raw reads the entries as stored: no window decoding, no spec */
+    CU_ASSERT_EQUAL(query(yaml, "hop", "--raw", "--key-hex", "10", NULL), 0);
+}
+
 static void test_hex_key_value_store(void)
 {
     CU_ASSERT_EQUAL(query(yaml_path, "other", "--key-hex", "0102", "--int64", NULL), 0);
@@ -552,4 +657,7 @@ void ks_test_register_query(void)
     CU_add_test(w, "every window = the last output of that window", test_win_matches_outputs);
     CU_add_test(w, "binary keys: --key-hex, key ranges, --hex, --raw", test_win_binary_keys);
     CU_add_test(w, "bad arguments: exit 64 with the reason", test_win_errors);
+    CU_add_test(w, "non-text keys: JSON output keys, read back with --key-hex",
+                test_win_output_keys_read_back);
+    CU_add_test(w, "an invalid window: exit 2 at the key", test_win_invalid_spec);
 }

@@ -6,6 +6,7 @@
  */
 #include <ftw.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,224 @@ static void test_json(void)
     size_t n = ks_win_json_key((ks_bytes){"a\"b\n", 4}, 0, 60000, out, sizeof out);
     CU_ASSERT_EQUAL(n, strlen(out));
     CU_ASSERT_STRING_EQUAL(out, "{\"key\":\"a\\\"b\\u000a\",\"start\":0,\"end\":60000}");
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Every key gives a windowed-json key that jansson parses (json_loads, no
+ * flags: as the sink's `json` serde check): valid UTF-8 without 0x00 as
+ * "key" (the same bytes back, control characters escaped), anything else
+ * as "key_hex" (lowercase hex of the bytes). */
+#define K(s) s, sizeof s - 1
+
+static void test_json_key_always_valid(void)
+{
+    static const struct {
+        const char *k;
+        size_t len;
+        int text; /* 1: "key"; 0: "key_hex" */
+    } keys[] = {
+        {K(""), 1},
+        {K("plain"), 1},
+        {K("nul\0in"), 0}, /* valid UTF-8, but jansson refuses \u0000 */
+        {K("\0"), 0},
+        {K("line\nbreak\r\t"), 1},
+        {K("\x01\x1f\x7f"), 1},
+        {K("say \"hi\""), 1},
+        {K("back\\slash\\"), 1},
+        {K("\"\\\"\\"), 1},
+        {K("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), 1}, /* é € emoji */
+        {K("\xe2\x80\xa8"), 1},                   /* U+2028: valid JSON */
+        {K("\xff"), 0},                           /* never in UTF-8 */
+        {K("ab\xfe\xff"), 0},
+        {K("\xc3"), 0},                           /* cut sequence */
+        {K("caf\xc3"), 0},
+        {K("\xc0\xaf"), 0},                       /* overlong '/' */
+        {K("\xed\xa0\x80"), 0},                   /* surrogate U+D800 */
+        {K("\xf4\x90\x80\x80"), 0},               /* over U+10FFFF */
+        {K("\x80"), 0},                           /* lone continuation */
+        {K("\"\\\n\0\xff"), 0},                    /* all of it */
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char out[6 * 500 + 64];
+        ks_bytes key = {keys[i].k, keys[i].len};
+        size_t n = ks_win_json_key(key, -5, 1700000000000, out, sizeof out);
+        CU_ASSERT_FATAL(n > 0);
+        CU_ASSERT_EQUAL(n, strlen(out));
+        CU_ASSERT_EQUAL(ks_win_utf8_valid(key.data, key.len) &&
+                            (key.len == 0 || !memchr(key.data, 0, key.len)),
+                        keys[i].text);
+        json_error_t jerr;
+        json_t *j = json_loads(out, 0, &jerr);
+        if (!j)
+            fprintf(stderr, "\nkey %zu: '%s' is not JSON: %s\n", i, out, jerr.text);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_EQUAL(json_object_size(j), 3);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "start")), -5);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "end")), 1700000000000);
+        json_t *k = json_object_get(j, keys[i].text ? "key" : "key_hex");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(k);
+        CU_ASSERT_PTR_NULL(json_object_get(j, keys[i].text ? "key_hex" : "key"));
+        const char *v = json_string_value(k);
+        size_t vlen = json_string_length(k);
+        if (keys[i].text) {
+            CU_ASSERT_EQUAL(vlen, keys[i].len);
+            CU_ASSERT(memcmp(v, keys[i].k, vlen) == 0);
+        } else {
+            CU_ASSERT_EQUAL_FATAL(vlen, 2 * keys[i].len);
+            for (size_t b = 0; b < keys[i].len; b++)
+                CU_ASSERT_EQUAL(hexval(v[2 * b]) * 16 + hexval(v[2 * b + 1]),
+                                (unsigned char)keys[i].k[b]);
+        }
+        json_decref(j);
+    }
+    /* 472 bytes, the longest key a window takes, fit emit()'s buffer (6
+     * bytes per key byte) in either form */
+    unsigned char big[472];
+    memset(big, 0, sizeof big);
+    char out[6 * 500 + 64];
+    CU_ASSERT(ks_win_json_key((ks_bytes){big, sizeof big}, 0, 1, out, sizeof out) > 0);
+    memset(big, 0xff, sizeof big);
+    CU_ASSERT(ks_win_json_key((ks_bytes){big, sizeof big}, 0, 1, out, sizeof out) > 0);
+    /* too small: 0, never a cut key */
+    CU_ASSERT_EQUAL(ks_win_json_key((ks_bytes){"\xff\xff", 2}, 0, 1, out, 16), 0);
+    CU_ASSERT_EQUAL(ks_win_json_key((ks_bytes){"ab", 2}, 0, 1, out, 0), 0);
+}
+
+/* ks_win_utf8_next: lengths and code points (cli_query's printable()
+ * builds on it). */
+static void test_utf8(void)
+{
+    uint32_t cp = 0;
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"A", 1, &cp), 1);
+    CU_ASSERT_EQUAL(cp, 0x41);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"\xc3\xa9", 2, &cp), 2);
+    CU_ASSERT_EQUAL(cp, 0xe9);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"\xe2\x82\xac", 3, &cp), 3);
+    CU_ASSERT_EQUAL(cp, 0x20ac);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"\xf4\x8f\xbf\xbf", 4, &cp), 4);
+    CU_ASSERT_EQUAL(cp, 0x10ffff);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"\xe2\x82\xac", 2, &cp), 0);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"\xe0\x80\x80", 3, &cp), 0);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"\xf8\x88\x80\x80", 4, &cp), 0);
+    CU_ASSERT_EQUAL(ks_win_utf8_next((const unsigned char *)"", 0, &cp), 0);
+}
+
+/* ks_win_key_prefix: the scan bound of a key sorts at or below its entries
+ * and, with the separator, above the entries of shorter keys. */
+static void test_key_prefix(void)
+{
+    unsigned char p[16], e[64];
+    int64_t t = -1;
+    size_t n = ks_win_key_prefix(0x30, (ks_bytes){"a\0", 2}, 1, p, sizeof p);
+    CU_ASSERT_EQUAL(n, 1 + 3 + 2);
+    CU_ASSERT(memcmp(p, "\x30" "a\0\x01\0\0", 6) == 0);
+    size_t ne = ks_win_key_encode(0x30, (ks_bytes){"a\0", 2}, &t, 1, e, sizeof e);
+    CU_ASSERT(ne == n + 8 && memcmp(e, p, n) == 0);
+    CU_ASSERT_EQUAL(ks_win_key_prefix(0x30, (ks_bytes){"a\0", 2}, 0, p, sizeof p), 4);
+    CU_ASSERT_EQUAL(ks_win_key_prefix(0x30, (ks_bytes){"abcdef", 6}, 1, p, 4), 4); /* cut */
+    CU_ASSERT(memcmp(p, "\x30" "abc", 4) == 0);
+}
+
+/* ks_win_spec_read: the reader the plugins run at init and `check` runs at
+ * build, over a table of window keys; names the key at fault. */
+typedef struct kv {
+    const char *k, *v;
+} kv;
+
+static const char *kv_get(const kv *t, const char *name)
+{
+    for (; t->k; t++)
+        if (strcmp(t->k, name + strlen("window.")) == 0)
+            return t->v;
+    return NULL;
+}
+
+static int kv_string(void *arg, const char *name, const char **out)
+{
+    const char *v = kv_get(arg, name);
+    return v ? (*out = v, 0) : -1;
+}
+
+static int kv_duration(void *arg, const char *name, int64_t *ms)
+{
+    const char *v = kv_get(arg, name);
+    return v ? (*ms = strtoll(v, NULL, 10), 0) : -1;
+}
+
+static int read_kv(const kv *t, ks_win_spec *sp, char *err, size_t errlen, const char **at)
+{
+    const ks_win_config cfg = {(void *)t, kv_string, kv_duration};
+    return ks_win_spec_read(&cfg, sp, err, errlen, at);
+}
+
+static void expect_read_error(const kv *t, const char *key, const char *needle)
+{
+    ks_win_spec sp;
+    char err[256] = "";
+    const char *at = "unset";
+    CU_ASSERT_EQUAL(read_kv(t, &sp, err, sizeof err, &at), -1);
+    if (!at || strcmp(at, key) != 0 || !strstr(err, needle))
+        fprintf(stderr, "\nread error '%s' at '%s', expected '%s' at '%s'\n", err,
+                at ? at : "(null)", needle, key);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    CU_ASSERT_STRING_EQUAL(at, key);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, needle));
+}
+
+static void test_spec_read(void)
+{
+    ks_win_spec sp;
+    char err[256] = "";
+    const char *at = "unset";
+    CU_ASSERT_EQUAL(read_kv((kv[]){{"size", "10"}, {NULL, NULL}}, &sp, err, sizeof err, &at),
+                    1); /* no kind: not windowed */
+    CU_ASSERT_EQUAL_FATAL(read_kv((kv[]){{"kind", "hopping"}, {"size", "10"}, {"advance", "5"},
+                                         {"grace", "2"}, {"emit", "final"},
+                                         {"key", "plain"}, {"time_field", "ts"},
+                                         {NULL, NULL}},
+                                  &sp, err, sizeof err, &at),
+                          0);
+    CU_ASSERT(sp.kind == KS_WIN_HOPPING && sp.size == 10 && sp.advance == 5 && sp.grace == 2);
+    CU_ASSERT(sp.retention == 12 && sp.emit == KS_WIN_EMIT_FINAL);
+    CU_ASSERT(sp.key_format == KS_WIN_KEY_PLAIN && strcmp(sp.time_field, "ts") == 0);
+    CU_ASSERT_PTR_NULL(at);
+
+    expect_read_error((kv[]){{"kind", "rolling"}, {NULL, NULL}}, "kind",
+                      "unknown window kind 'rolling'");
+    expect_read_error((kv[]){{"kind", "hopping"}, {"size", "60000"}, {"advance", "90000"},
+                             {NULL, NULL}},
+                      "advance", "90000 ms is more than 60000 ms");
+    expect_read_error((kv[]){{"kind", "hopping"}, {"size", "10"}, {NULL, NULL}}, "kind",
+                      "needs `advance`");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {"size", "10"}, {"advance", "5"},
+                             {NULL, NULL}},
+                      "advance", "use kind hopping");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {NULL, NULL}}, "kind", "needs `size`");
+    expect_read_error((kv[]){{"kind", "session"}, {"gap", "5"}, {"size", "10"}, {NULL, NULL}},
+                      "size", "takes `gap`, not `size`");
+    expect_read_error((kv[]){{"kind", "session"}, {"size", "10"}, {NULL, NULL}}, "kind",
+                      "needs `gap`");
+    expect_read_error((kv[]){{"kind", "sliding"}, {"size", "10"}, {"advance", "1"},
+                             {NULL, NULL}},
+                      "advance", "takes no `advance`");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {"size", "10"}, {"gap", "1"}, {NULL, NULL}},
+                      "gap", "`gap` is for session");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {"size", "10"}, {"retention", "5"},
+                             {NULL, NULL}},
+                      "retention", "shorter than the window plus grace");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {"size", "10"}, {"emit", "sometimes"},
+                             {NULL, NULL}},
+                      "emit", "expected update or final");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {"size", "10"}, {"key", "xml"},
+                             {NULL, NULL}},
+                      "key", "expected windowed-json or plain");
+    expect_read_error((kv[]){{"kind", "tumbling"}, {"size", "10"}, {"time_field", ""},
+                             {NULL, NULL}},
+                      "time_field", "1..127 characters");
 }
 
 /* ---- a task over real stores ---------------------------------------------- */
@@ -623,10 +842,34 @@ static void test_yaml_errors(void)
                        "      config: { window.kind: tumbling } }\n"
                        "sinks: [ { from: w, topic: out } ]\n",
                        "unknown config key 'window.kind'");
-    /* the plugin refuses what the schema cannot express */
-    expect_task_refused(NODE("{ kind: rolling, size: 1s }"));
-    expect_task_refused(NODE("{ kind: tumbling }"));
-    expect_task_refused(NODE("{ kind: session, gap: 1s, emit: sometimes }"));
+    /* the rules the schema cannot express: at build (`kstreams check`),
+     * at the key at fault, by the plugins' own code (window_core.c) */
+    expect_build_error(NODE("{ kind: rolling, size: 1s }"),
+                       "windows.yaml:9:17: node 'w': unknown window kind 'rolling'");
+    expect_build_error(NODE("{ kind: tumbling }"),
+                       "windows.yaml:9:17: node 'w': tumbling window needs `size`");
+    expect_build_error(NODE("{ kind: session, gap: 1s, emit: sometimes }"),
+                       "windows.yaml:9:41: node 'w': window emit 'sometimes': expected "
+                       "update or final");
+    expect_build_error(NODE("{ kind: hopping, size: 1m, advance: 90s }"),
+                       "windows.yaml:9:42: node 'w': hopping window needs `advance` between "
+                       "1ms and `size`; 90000 ms is more than 60000 ms");
+    expect_build_error(NODE("{ kind: tumbling, size: 1m, advance: 30s }"),
+                       "windows.yaml:9:43: node 'w': tumbling window: `advance` (30000 ms) "
+                       "differs from `size` (60000 ms); use kind hopping");
+    expect_build_error(NODE("{ kind: session, gap: 5s, size: 1m }"),
+                       "windows.yaml:9:41: node 'w': session window takes `gap`, not `size`");
+    expect_build_error(NODE("{ kind: sliding, size: 1m, grace: 10s, retention: 30s }"),
+                       "windows.yaml:9:54: node 'w': sliding window: retention 30000 ms is "
+                       "shorter than the window plus grace (70001 ms)");
+    /* the same rules for aggregate and reduce (their own fields) */
+    expect_build_error("nodes:\n"
+                       "  - { name: r, type: reduce, from: in, store: s,\n"
+                       "      window: { kind: hopping, size: 10s },\n"
+                       "      functions: { reduce: page_views.max_bytes } }\n"
+                       "sinks: [ { from: r, topic: out } ]\n",
+                       "windows.yaml:9:17: node 'r': hopping window needs `advance`");
+    /* what depends on the plugin: aggregate needs a merger for sessions */
     expect_task_refused("nodes:\n"
                         "  - { name: w, type: aggregate, from: in, store: s,\n"
                         "      window: { kind: session, gap: 1s },\n"
@@ -641,6 +884,10 @@ void ks_test_register_windows(void)
     CU_add_test(s, "window spec errors", test_spec_errors);
     CU_add_test(s, "window keys sort by key then time", test_key_order);
     CU_add_test(s, "JSON event time and windowed key", test_json);
+    CU_add_test(s, "windowed-json key is JSON for any key bytes", test_json_key_always_valid);
+    CU_add_test(s, "UTF-8 decoding", test_utf8);
+    CU_add_test(s, "window key scan prefixes", test_key_prefix);
+    CU_add_test(s, "window spec reader names the key at fault", test_spec_read);
     CU_add_test(s, "tumbling count, every update, late drop", test_tumbling_update);
     CU_add_test(s, "tumbling final: grace, restarts, once", test_tumbling_final_restart);
     CU_add_test(s, "hopping count == reference", test_hopping_reference);
