@@ -39,6 +39,7 @@
 #include "task.h"
 
 #define KS_MAX_HEADERS 64
+#define KS_MAX_BAD_OUTPUTS 32 /* refused outputs set aside in one batch */
 
 struct ks_worker {
     ks_engine *eng;
@@ -83,6 +84,19 @@ struct ks_worker {
      * object lives for one assignment; the metrics outlive it) */
     uint64_t *published_in;
     uint64_t *published_out;
+    /* an output a sink refused (not its serde) while processing the
+     * current record: set by on_emit, read after the record */
+    char rejected[600];
+    /* input records whose outputs were refused, known across the batch's
+     * aborts until a commit covers them: on replay the poison policy
+     * applies to each */
+    struct bad_output {
+        int32_t partition;
+        int64_t offset;
+        char topic[256];
+        char why[600];
+    } bad_outputs[KS_MAX_BAD_OUTPUTS];
+    size_t bad_output_count;
 };
 
 static void publish_task_counts(ks_worker *w, int32_t p);
@@ -197,6 +211,10 @@ static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_
         ks_serde_check(sink->sink->value_serde, rec->value, rec->value_len, &why) != 0) {
         ks_error(task->where, "record for sink '%s' (topic %s) does not match its serde: %s",
                  sink->name, sink->sink->topic, why);
+        if (!w->rejected[0])
+            snprintf(w->rejected, sizeof w->rejected,
+                     "its output for sink '%s' (topic %s) does not match the sink's serde: %s",
+                     sink->name, sink->sink->topic, why);
         return KS_ERR_INVALID;
     }
     return produce(w, sink->sink->topic, RD_KAFKA_PARTITION_UA, rec->key, rec->key_len,
@@ -662,6 +680,7 @@ static void batch_committed(ks_worker *w)
     w->in_batch = 0;
     w->retries = 0;
     w->commits++;
+    w->bad_output_count = 0; /* each was dealt with in a committed batch */
 }
 
 /* Handle an error of a transactional call: 0 = retry the call, -1 = the
@@ -892,6 +911,34 @@ static int poison(ks_worker *w, const rd_kafka_message_t *m, const char *why)
     return -1;
 }
 
+/* Remember that processing `rec` produced an output a sink refused.
+ * -1 when too many are set aside already. */
+static int note_bad_output(ks_worker *w, const ks_record *rec)
+{
+    if (w->bad_output_count == KS_MAX_BAD_OUTPUTS)
+        return -1;
+    struct bad_output *b = &w->bad_outputs[w->bad_output_count++];
+    b->partition = rec->partition;
+    b->offset = rec->offset;
+    snprintf(b->topic, sizeof b->topic, "%s", rec->topic);
+    snprintf(b->why, sizeof b->why, "%s", w->rejected);
+    return 0;
+}
+
+/* 1 (with *why) when m is a record whose outputs a sink refused. */
+static int is_bad_output(ks_worker *w, const rd_kafka_message_t *m, const char **why)
+{
+    for (size_t i = 0; i < w->bad_output_count; i++) {
+        const struct bad_output *b = &w->bad_outputs[i];
+        if (m->partition == b->partition && m->offset == b->offset &&
+            strcmp(rd_kafka_topic_name(m->rkt), b->topic) == 0) {
+            *why = b->why;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void process_message(ks_worker *w, rd_kafka_message_t *m)
 {
     int32_t part = m->partition;
@@ -911,7 +958,8 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
         return;
     const ks_cfg_source *s = &w->p->sources[src];
     const char *why = NULL;
-    if (ks_serde_check(s->key_serde, m->key, m->key_len, &why) != 0 ||
+    if (is_bad_output(w, m, &why) ||
+        ks_serde_check(s->key_serde, m->key, m->key_len, &why) != 0 ||
         ks_serde_check(s->value_serde, m->payload, m->len, &why) != 0) {
         if (poison(w, m, why) != 0)
             return;
@@ -942,10 +990,26 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    w->rejected[0] = '\0';
     ks_verdict v = ks_task_process(task, &w->topo->nodes[src], &rec);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     w->process_seconds += (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     w->processed++;
+    if (w->rejected[0]) {
+        /* its other effects are in the batch: abort it, and apply the
+         * poison policy to this record when it comes again */
+        char why[700];
+        snprintf(why, sizeof why, "%s/%d/%lld: %s", rec.topic, (int)part,
+                 (long long)m->offset, w->rejected);
+        if (note_bad_output(w, &rec) != 0) {
+            abort_batch(w, why);
+            fail(w, "more than %d records in one batch with refused outputs; last %s",
+                 KS_MAX_BAD_OUTPUTS, why);
+            return;
+        }
+        abort_batch(w, why);
+        return;
+    }
     char full[600];
     if (v != KS_OK && store_full(task, full, sizeof full)) {
         abort_batch(w, "store map full");
@@ -998,7 +1062,15 @@ static void punctuate_all(ks_worker *w)
             continue;
         if (begin_batch(w) != 0)
             return;
-        if (ks_task_punctuate_wallclock(task, now) != KS_OK) {
+        w->rejected[0] = '\0';
+        ks_verdict v = ks_task_punctuate_wallclock(task, now);
+        if (w->rejected[0]) {
+            /* no input record to set aside: a processor bug to fix */
+            abort_batch(w, "a punctuation's output was refused");
+            fail(w, "punctuation of task %d: %s", (int)p, w->rejected);
+            return;
+        }
+        if (v != KS_OK) {
             char full[600];
             if (store_full(task, full, sizeof full)) {
                 abort_batch(w, "store map full");

@@ -5,7 +5,9 @@
  *    topic/partition/offset; a restart stops at the same record again;
  *  - skip: logged, counted, the rest processed exactly once;
  *  - dead-letter: each poison record lands once in the dead-letter topic,
- *    with headers naming where it came from and why.
+ *    with headers naming where it came from and why;
+ *  - an output a sink refuses (not the sink's serde) makes its input
+ *    record poison, under the same policy.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -152,12 +154,74 @@ static void test_dead_letter_policy(void)
     it_msgs_free(&dlq);
 }
 
+/* A processor's output the sink refuses (here: a string source piped to a
+ * json sink) makes its input record poison: the batch is aborted, and on
+ * the replay the policy (dead-letter) takes that record; the good ones
+ * reach the sink once. */
+static void test_refused_output(void)
+{
+    run r;
+    it_tempdir(r.dir, sizeof r.dir);
+    it_unique(r.app, sizeof r.app, "poisonout");
+    it_unique(r.in, sizeof r.in, "poisonout-in");
+    it_unique(r.out, sizeof r.out, "poisonout-out");
+    snprintf(r.dlq, sizeof r.dlq, "%s-dlq", r.app);
+    CU_ASSERT_FATAL(it_create_topic(r.in, 2) == 0);
+    CU_ASSERT_FATAL(it_produce(r.in, N, make_rec, NULL) == 0);
+    snprintf(r.yaml, sizeof r.yaml, "%s/p.yaml", r.dir);
+    snprintf(r.log, sizeof r.log, "%s/engine.log", r.dir);
+    it_write_file(r.yaml,
+                  "application: %s\nkafka: { bootstrap: [%s] }\nguarantee: exactly-once\n"
+                  "poison: dead-letter\nstate_dir: %s/state\n"
+                  "sources:\n  in: { topic: %s, key: string, value: string }\n"
+                  "sinks:\n  - { from: in, topic: %s, key: string, value: json, "
+                  "create: true, partitions: 2 }\n",
+                  r.app, it_bootstrap(), r.dir, r.in, r.out);
+    pid_t pid = it_engine_start(r.yaml, "p", r.log);
+    const size_t good = N - N / 100;
+    it_msgs out = {0}, dlq = {0};
+    it_consume(r.out, good, 2000, 120000, &out);
+    it_consume(r.dlq, N / 100, 1000, 60000, &dlq);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    char *seen = calloc(N, 1);
+    size_t foreign = 0;
+    for (size_t i = 0; i < out.count; i++) {
+        int n = -1;
+        if (out.items[i].value && sscanf(out.items[i].value, "{\"n\":%d}", &n) == 1 && n >= 0 &&
+            n < N && !is_poison(n))
+            seen[n]++;
+        else
+            foreign++;
+    }
+    size_t once = 0, dead = 0;
+    for (int i = 0; i < N; i++)
+        once += !is_poison(i) && seen[i] == 1;
+    for (size_t i = 0; i < dlq.count; i++) {
+        const it_msg *m = &dlq.items[i];
+        int n = -1;
+        dead += m->value && sscanf(m->value, "{not json %d", &n) == 1 && is_poison(n) &&
+                m->headers && strstr(m->headers, "does not match the sink's serde");
+    }
+    printf("\n  sink: %zu records, %zu good exactly once, %zu foreign; dead-letter: %zu of "
+           "%d with the reason\n",
+           out.count, once, foreign, dead, N / 100);
+    CU_ASSERT_EQUAL(out.count, good);
+    CU_ASSERT_EQUAL(once, good);
+    CU_ASSERT_EQUAL(foreign, 0);
+    CU_ASSERT_EQUAL(dlq.count, (size_t)(N / 100));
+    CU_ASSERT_EQUAL(dead, (size_t)(N / 100));
+    free(seen);
+    it_msgs_free(&out);
+    it_msgs_free(&dlq);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
         {"poison: fail stops and names topic/partition/offset", test_fail_policy},
         {"poison: skip logs and goes on", test_skip_policy},
         {"poison: dead-letter, exactly once, with origin headers", test_dead_letter_policy},
+        {"an output its sink refuses makes the input record poison", test_refused_output},
         {NULL, NULL}};
     return it_main("poison", cases);
 }
