@@ -61,8 +61,8 @@ typedef struct eng {
     int port;
 } eng;
 
-static void eng_init(eng *e, const char *app, const char *topic, int port, int max_users,
-                     const char *extra_kafka, const char *tag)
+/* Names and files of an engine `tag` in the test's directory. */
+static void eng_paths(eng *e, const char *app, const char *topic, int port, const char *tag)
 {
     snprintf(e->app, sizeof e->app, "%s", app);
     snprintf(e->topic, sizeof e->topic, "%s", topic);
@@ -70,6 +70,12 @@ static void eng_init(eng *e, const char *app, const char *topic, int port, int m
     snprintf(e->yaml, sizeof e->yaml, "%s/%s.yaml", dir, tag);
     snprintf(e->log, sizeof e->log, "%s/%s.log", dir, tag);
     snprintf(e->state, sizeof e->state, "%s/state-%s", dir, tag);
+}
+
+static void eng_init(eng *e, const char *app, const char *topic, int port, int max_users,
+                     const char *extra_kafka, const char *tag)
+{
+    eng_paths(e, app, topic, port, tag);
     it_write_file(e->yaml,
                   "application: %s\n"
                   "kafka: { bootstrap: [%s], properties: { %s } }\n"
@@ -438,12 +444,7 @@ static void pe_make(int i, char *key, size_t klen, char *value, size_t vlen,
 static void proc_eng_init(eng *e, const char *app, const char *topic, int port,
                           const char *tag)
 {
-    snprintf(e->app, sizeof e->app, "%s", app);
-    snprintf(e->topic, sizeof e->topic, "%s", topic);
-    e->port = port;
-    snprintf(e->yaml, sizeof e->yaml, "%s/%s.yaml", dir, tag);
-    snprintf(e->log, sizeof e->log, "%s/%s.log", dir, tag);
-    snprintf(e->state, sizeof e->state, "%s/state-%s", dir, tag);
+    eng_paths(e, app, topic, port, tag);
     it_write_file(e->yaml,
                   "application: %s\n"
                   /* a killed member leaves the groups after 6 s, not 45 */

@@ -86,6 +86,21 @@ static int mb_rm(const char *path, const struct stat *st, int flag, struct FTW *
  * `config:` (YAML flow text) or NULL. Returns 0; -1 when the pipeline or
  * the topology (config schema) is refused; -2 when the task (init) is; err
  * says why. */
+/* The example's mailbox node between its source and sink; the three %s
+ * are an optional "    config: {...}" line. */
+#define MAILBOX_TOPOLOGY                                                                   \
+    "sources:\n"                                                                           \
+    "  commands: { topic: mailbox, key: string, value: json }\n"                           \
+    "nodes:\n"                                                                             \
+    "  - name: mailbox\n"                                                                  \
+    "    type: mailbox\n"                                                                  \
+    "    from: commands\n"                                                                 \
+    "    stores: [ledger, balances]\n"                                                     \
+    "    functions: { handler: balances.apply }\n"                                         \
+    "%s%s%s"                                                                               \
+    "sinks:\n"                                                                             \
+    "  - { from: mailbox, topic: bank-outbox-results, key: string, value: json }\n"
+
 static int mb_open(mb_h *h, const char *cfg, char *err, size_t errlen)
 {
     char yaml[4096];
@@ -94,18 +109,7 @@ static int mb_open(mb_h *h, const char *cfg, char *err, size_t errlen)
                      "kafka: { bootstrap: 127.0.0.1:9092 }\n"
                      "state_dir: \"%s\"\n"
                      "plugin_path: [\"%s\", \"%s\"]\n"
-                     "sources:\n"
-                     "  commands: { topic: mailbox, key: string, value: json }\n"
-                     "nodes:\n"
-                     "  - name: mailbox\n"
-                     "    type: mailbox\n"
-                     "    from: commands\n"
-                     "    stores: [ledger, balances]\n"
-                     "    functions: { handler: balances.apply }\n"
-                     "%s%s%s"
-                     "sinks:\n"
-                     "  - { from: mailbox, topic: bank-outbox-results, key: string, "
-                     "value: json }\n",
+                     MAILBOX_TOPOLOGY,
                      h->state_dir, MB_PLUGINS_DIR, MB_EXAMPLE_DIR, cfg ? "    config: " : "",
                      cfg ? cfg : "", cfg ? "\n" : "");
     ks_pipeline *p = NULL;
@@ -548,17 +552,7 @@ static ks_driver *driver_run(const char *cfg, int commands)
     snprintf(yaml, sizeof yaml,
              "application: bank\n"
              "kafka: { bootstrap: 127.0.0.1:9092 }\n"
-             "sources:\n"
-             "  commands: { topic: mailbox, key: string, value: json }\n"
-             "nodes:\n"
-             "  - name: mailbox\n"
-             "    type: mailbox\n"
-             "    from: commands\n"
-             "    stores: [ledger, balances]\n"
-             "    functions: { handler: balances.apply }\n"
-             "%s%s%s"
-             "sinks:\n"
-             "  - { from: mailbox, topic: bank-outbox-results, key: string, value: json }\n",
+             MAILBOX_TOPOLOGY,
              cfg ? "    config: " : "", cfg ? cfg : "", cfg ? "\n" : "");
     ks_driver_options opt = {.plugin_path = MB_PLUGINS_DIR ":" MB_EXAMPLE_DIR};
     ks_driver *drv = NULL;
