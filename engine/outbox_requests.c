@@ -184,7 +184,13 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
         return;
     }
     /* our commits are done: what is not below the committed offsets now
-     * goes to the partition's next owner */
+     * goes to the partition's next owner. When the engine stops, the group
+     * is being left and cannot answer; rows still held then (a failed
+     * commit) are settled at the next start, by the holder token */
+    if (r->stop) {
+        rd_kafka_assign(rk, NULL);
+        return;
+    }
     if (settle_all(r, r->token, "on revocation") != 0)
         ks_warn(WHERE, "cannot read committed offsets on revocation; held events wait");
     rd_kafka_assign(rk, NULL);
