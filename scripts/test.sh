@@ -73,7 +73,7 @@ fi
 # the suites whose outcome depends on broker behaviour (transactions,
 # fencing, epochs after a timeout: the 3.9/4.x difference of the article).
 KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.1.1 3.9.2}
-SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos}
+SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos outbox}
 first_version=${KAFKA_VERSIONS%% *}
 for version in $KAFKA_VERSIONS; do
   note "integration tests against Kafka $version"
