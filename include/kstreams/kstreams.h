@@ -350,7 +350,10 @@ struct ks_host_api {
      * needs before returning; children run before forward() returns.
      * rec->topic/partition/offset are ignored; rec->timestamp is taken as
      * given (usually the input record's). Returns 0, or a negative ks_err
-     * when a child failed (then return KS_RETRY or KS_FATAL). */
+     * when a child failed (then return KS_RETRY or KS_FATAL). A record a
+     * sink's serde refuses gives KS_ERR_INVALID, and whatever process()
+     * then returns, the engine aborts the batch and applies the pipeline's
+     * poison policy to the input record on the replay. */
     int (*forward)(ks_ctx *ctx, const ks_record *rec);
     /* Same, to the one child named `child` (its YAML node or sink name). */
     int (*forward_to)(ks_ctx *ctx, const char *child, const ks_record *rec);
