@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "kafka.h"
 #include "log.h"
 #include "partition_assign.h"
@@ -419,8 +420,10 @@ static void dispatch(ks_dispatcher *d, ks_outbox_event *rows, size_t n)
             res[i].done = 1;
         }
     }
+    ks_fault_point(KS_FAULT_DISPATCH_PRODUCED);
     /* every report arrives within message.timeout.ms */
     rd_kafka_flush(d->prod, 30000);
+    ks_fault_point(KS_FAULT_DISPATCH_ACKED);
     for (size_t i = 0; i < n; i++) {
         if (!res[i].done)
             failed_row(d, &rows[i], parts[i], RD_KAFKA_RESP_ERR__TIMED_OUT);

@@ -19,6 +19,10 @@
 /* Points of the outbox's requests consumer (outbox_requests.c). */
 #define KS_FAULT_REQUESTS_HELD "outbox-requests-held"
 #define KS_FAULT_REQUESTS_COMMITTED "outbox-requests-committed"
+/* Points of the outbox dispatcher (dispatcher.c): a batch's rows are
+ * DISPATCHING; its records handed to the producer, or acknowledged. */
+#define KS_FAULT_DISPATCH_PRODUCED "outbox-dispatch-produced"
+#define KS_FAULT_DISPATCH_ACKED "outbox-dispatch-acked"
 
 /* Die with SIGKILL if KS_CRASH_AT names `point` and this is its n-th
  * visit. Thread-safe. */

@@ -247,10 +247,14 @@ int ks_outbox_results_start(ks_outbox *ob, const ks_pipeline *p, ks_outbox_resul
     ks_outbox_results_topic(p, r->topic, sizeof r->topic);
     for (int i = 0; i < MAX_PARTS; i++)
         r->next[i] = -1;
+    /* under the lock: the dispatcher's thread already uses the env */
+    ks_outbox_lock(ob);
     int rc = ks_store_db_open(ks_outbox_env(ob), "results_meta", &r->meta);
-    if (rc) {
+    if (rc)
         snprintf(err, errlen, "outbox results: cannot open results_meta: %s",
                  ks_store_last_error(ks_outbox_env(ob)));
+    ks_outbox_unlock(ob);
+    if (rc) {
         free(r);
         return rc;
     }

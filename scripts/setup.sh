@@ -5,7 +5,8 @@ set -euo pipefail
 PKGS=(build-essential autoconf automake libtool pkg-config
       librdkafka-dev liblmdb-dev lmdb-utils libyaml-dev libcunit1-dev libjansson-dev
       libmicrohttpd-dev kafkacat default-jre-headless maven
-      graphviz)  # graphviz: docs/cli.md's `describe --dot` is run by test_docs.sh
+      graphviz gdb)  # graphviz: docs/cli.md's `describe --dot` is run by test_docs.sh
+                     # gdb: a test prints a hung engine's stacks before killing it
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

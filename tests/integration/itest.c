@@ -340,6 +340,20 @@ int it_engine_wait(pid_t pid, int timeout_ms)
     return -1;
 }
 
+/* An engine that ignores SIGTERM is a bug to diagnose: print every
+ * thread's stack (when gdb is installed) before it is killed. */
+static void dump_stacks(pid_t pid)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd,
+             "command -v gdb >/dev/null && gdb -batch -p %d -ex 'thread apply all bt' "
+             "2>/dev/null | grep -E '^(Thread|#)' >&2",
+             (int)pid);
+    fprintf(stderr, "\n  engine %d did not stop in time; its threads:\n", (int)pid);
+    if (system(cmd) != 0)
+        fprintf(stderr, "  (no stacks: gdb missing or failed)\n");
+}
+
 int it_engine_stop(pid_t pid, int timeout_ms)
 {
     kill(pid, SIGTERM);
@@ -347,10 +361,14 @@ int it_engine_stop(pid_t pid, int timeout_ms)
     int status;
     while (it_now_ms() - start < timeout_ms) {
         pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid && WIFSIGNALED(status))
+            fprintf(stderr, "\n  engine %d ended by signal %d before its stop\n", (int)pid,
+                    WTERMSIG(status));
         if (r == pid)
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         it_sleep_ms(50);
     }
+    dump_stacks(pid);
     it_engine_kill(pid);
     return -1;
 }

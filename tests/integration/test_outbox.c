@@ -8,9 +8,12 @@
  *      one partition with its events in order, 100 users per partition
  *      (the topic grew from 1 to 5 partitions), every row PUBLISHED
  *   2. bad HTTP inputs: each a 4xx with a reason, nothing written
- *   3. kill -9 during dispatch (several kill points): after a restart the
- *      stale rows are resolved by the probe (its log line is asserted),
- *      nothing lost, nothing published twice, order kept
+ *   3. kill -9 during dispatch: the engine kills itself with a batch of
+ *      500 rows DISPATCHING, its records acknowledged (the probe must find
+ *      all 500) or only handed to the producer (the probe decides each),
+ *      then a SIGKILL from the test right after a claim; after a restart
+ *      the stale rows are resolved by the probe (its log lines are
+ *      asserted), nothing lost, nothing published twice, order kept
  *   4. two engine instances of one application assigning the same users
  *      at once: no user in two partitions, no partition over capacity
  *   5. events from a processor (api->outbox_enqueue): a plugin bumps a
@@ -72,10 +75,10 @@ static void eng_paths(eng *e, const char *app, const char *topic, int port, cons
     snprintf(e->state, sizeof e->state, "%s/state-%s", dir, tag);
 }
 
-static void eng_init(eng *e, const char *app, const char *topic, int port, int max_users,
-                     const char *extra_kafka, const char *tag)
+/* Write e's pipeline file, its Kafka at `bootstrap`. */
+static void eng_write(const eng *e, const char *bootstrap, int max_users,
+                      const char *extra_kafka)
 {
-    eng_paths(e, app, topic, port, tag);
     it_write_file(e->yaml,
                   "application: %s\n"
                   "kafka: { bootstrap: [%s], properties: { %s } }\n"
@@ -92,8 +95,15 @@ static void eng_init(eng *e, const char *app, const char *topic, int port, int m
                   "  stale_after: 2s\n"
                   "  max_event_bytes: 4KiB\n"
                   "  retry: { max_attempts: 1000 }\n",
-                  app, it_bootstrap(), extra_kafka ? extra_kafka : "", e->state, app, app,
-                  topic, port, max_users);
+                  e->app, bootstrap, extra_kafka ? extra_kafka : "", e->state, e->app,
+                  e->app, e->topic, e->port, max_users);
+}
+
+static void eng_init(eng *e, const char *app, const char *topic, int port, int max_users,
+                     const char *extra_kafka, const char *tag)
+{
+    eng_paths(e, app, topic, port, tag);
+    eng_write(e, it_bootstrap(), max_users, extra_kafka);
 }
 
 /* Count of rows in `status` from `kstreams outbox-status FILE`; -1 on error. */
@@ -306,66 +316,107 @@ static void test_bad_inputs(void)
 
 /* --- 3. kill -9 during dispatch ----------------------------------------- */
 
+/* Post the 500 events (100 users x 5) of the kill test. */
+static void post_kill_events(const eng *e)
+{
+    for (int k = 0; k < 5; k++)
+        for (int u = 0; u < 100; u++) {
+            char user[32];
+            snprintf(user, sizeof user, "user-%03d", u);
+            CU_ASSERT_EQUAL(post_event(e->port, user, k), 201);
+        }
+}
+
+/* The first engine dies at a crash point of its first batch (fault.h).
+ * The events are accepted first by the same outbox with Kafka out of
+ * reach, so that the batch holds many rows and no post meets the crash. */
+static void run_to_crash_point(const eng *e, const char *crash_at)
+{
+    eng down = *e;
+    snprintf(down.yaml, sizeof down.yaml, "%.500s.down", e->yaml);
+    char nowhere[64];
+    snprintf(nowhere, sizeof nowhere, "127.0.0.1:%d", it_free_port());
+    eng_write(&down, nowhere, 20, "linger.ms: 1000");
+    pid_t pid = it_engine_start(down.yaml, "k", e->log);
+    CU_ASSERT_EQUAL(it_http_wait(e->port, "/outbox/events/x", 10000), 0);
+    post_kill_events(e);
+    it_engine_stop(pid, 30000); /* exits 1: Kafka was never reachable */
+    pid = it_engine_start_env(e->yaml, "k", e->log, crash_at);
+    int st = it_engine_wait(pid, 60000);
+    printf("\n  %s -> exit %d", crash_at, st);
+    CU_ASSERT_EQUAL(st, 137);
+}
+
+/* SIGKILL this long after rows are seen DISPATCHING. */
+static void run_to_kill(const eng *e, int kill_after_ms)
+{
+    pid_t pid = it_engine_start(e->yaml, "k", e->log);
+    CU_ASSERT_EQUAL(it_http_wait(e->port, "/outbox/events/x", 10000), 0);
+    post_kill_events(e);
+    for (int i = 0; i < 500 && count_status(e, "DISPATCHING", NULL) <= 0; i++)
+        it_sleep_ms(10);
+    it_sleep_ms(kill_after_ms);
+    it_engine_kill(pid);
+    printf("\n  SIGKILL %d ms after rows were DISPATCHING", kill_after_ms);
+}
+
 static void test_kill9_probe(void)
 {
-    /* kill points: this long after a batch is seen in flight */
-    static const int kill_after_ms[] = {0, 100, 250};
+    static const struct {
+        const char *crash_at; /* the engine kills itself there, or NULL: */
+        int kill_after_ms;    /* the test kills it this long after a claim */
+        int all_found;        /* every DISPATCHING record is in Kafka */
+    } kills[] = {
+        {"KS_CRASH_AT=outbox-dispatch-acked:1", 0, 1},
+        {"KS_CRASH_AT=outbox-dispatch-produced:1", 0, 0},
+        {NULL, 0, 0}, /* lands with rows DISPATCHING on most runs, not all */
+    };
     if (!dir[0])
         it_tempdir(dir, sizeof dir);
     if (!e1.port)
         e1.port = 20000 + (int)(getpid() % 20000);
-    int probed = 0;
-    for (size_t s = 0; s < sizeof kill_after_ms / sizeof kill_after_ms[0]; s++) {
+    for (size_t s = 0; s < sizeof kills / sizeof kills[0]; s++) {
         eng e;
         char app[128], topic[128], tag[16];
         it_unique(app, sizeof app, "obkill");
         it_unique(topic, sizeof topic, "mailbox-kill");
         snprintf(tag, sizeof tag, "kill%zu", s);
-        /* linger keeps each batch in flight for a while: the kill lands
+        /* linger keeps each batch in flight for a while: a kill lands
          * with rows DISPATCHING */
         eng_init(&e, app, topic, e1.port + 1 + (int)s, 20, "linger.ms: 1000", tag);
-        pid_t pid = it_engine_start(e.yaml, "k", e.log);
-        CU_ASSERT_EQUAL(it_http_wait(e.port, "/outbox/events/x", 10000), 0);
-        for (int k = 0; k < 5; k++)
-            for (int u = 0; u < 100; u++) {
-                char user[32];
-                snprintf(user, sizeof user, "user-%03d", u);
-                CU_ASSERT_EQUAL(post_event(e.port, user, k), 201);
-            }
-        for (int i = 0; i < 500 && count_status(&e, "DISPATCHING", NULL) <= 0; i++)
-            it_sleep_ms(10);
-        it_sleep_ms(kill_after_ms[s]);
-        it_engine_kill(pid);
+        if (kills[s].crash_at)
+            run_to_crash_point(&e, kills[s].crash_at);
+        else
+            run_to_kill(&e, kills[s].kill_after_ms);
         long dispatching = count_status(&e, "DISPATCHING", NULL);
-        pid = it_engine_start(e.yaml, "k", e.log);
+        pid_t pid = it_engine_start(e.yaml, "k", e.log);
         CU_ASSERT(wait_published(&e, 500, 90000));
         CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
         /* decisions: probe lines per partition, or one line per row that
          * was killed before it had a partition */
-        int found = it_log_count(e.log, "stale dispatch probe") +
+        int lines = it_log_count(e.log, "stale dispatch probe") +
                     it_log_count(e.log, "had no partition yet -> PENDING");
-        printf("\n  kill after %d ms: %ld rows DISPATCHING at the kill; %d probe lines",
-               kill_after_ms[s], dispatching, found);
         /* what the probe decided, from its log lines */
         long hit = it_log_sum_before(e.log, ": ", " found -> PUBLISHED");
         long miss = it_log_sum_before(e.log, "PUBLISHED, ", " absent -> PENDING") +
                     it_log_sum_before(e.log, "published, ", " absent -> PENDING") +
                     /* killed while assigning: nothing was produced */
                     it_log_count(e.log, "had no partition yet -> PENDING");
-        printf(": %ld found -> PUBLISHED, %ld absent -> PENDING", hit, miss);
+        printf(": %ld rows DISPATCHING; %d probe lines: %ld found -> PUBLISHED, %ld absent "
+               "-> PENDING",
+               dispatching, lines, hit, miss);
+        if (kills[s].crash_at)
+            CU_ASSERT(dispatching > 0); /* a crash point is always mid-batch */
         if (dispatching > 0) {
             /* the probe ran and decided every row left DISPATCHING */
-            CU_ASSERT(found >= 1);
+            CU_ASSERT(lines >= 1);
             CU_ASSERT_EQUAL(hit + miss, dispatching);
-            probed++;
         }
+        if (kills[s].all_found)
+            CU_ASSERT_EQUAL(hit, dispatching);
         int per_part[8] = {0};
         check_topic(topic, 100, 5, per_part, 8);
     }
-    printf("  %d of 3 kills left DISPATCHING rows for the probe\n", probed);
-    /* how many of the later kills land mid-dispatch depends on the machine's
-     * speed; the kill right after the posts always does */
-    CU_ASSERT(probed >= 1);
 }
 
 /* --- 4. two instances assign at once ------------------------------------- */
