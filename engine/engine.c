@@ -88,6 +88,11 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     else
         default_instance(p, eng.instance, sizeof eng.instance);
 
+    if (ks_signal_stop) {
+        ks_info("engine", "stop requested before the start: nothing started");
+        pthread_mutex_destroy(&eng.lock);
+        return 0;
+    }
     char err[2048];
     /* the outbox needs no Kafka: it starts first and accepts events while
      * the topics below wait for the broker */

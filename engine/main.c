@@ -119,6 +119,8 @@ static int mkdir_p(const char *path)
 
 static int cmd_run(const char *file, const char *instance)
 {
+    /* first: a SIGTERM while plugins load is a stop request, not a kill */
+    ks_engine_install_signals();
     char err[2048];
     ks_pipeline *p = NULL;
     if (ks_pipeline_load(file, &p, err, sizeof err) != 0) {
@@ -137,7 +139,6 @@ static int cmd_run(const char *file, const char *instance)
         fprintf(stderr, "%s\n", err);
         return EXIT_INVALID;
     }
-    ks_engine_install_signals();
     int rc = ks_engine_run(t, instance);
     ks_topology_free(t);
     return rc;

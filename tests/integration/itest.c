@@ -354,10 +354,36 @@ static void dump_stacks(pid_t pid)
         fprintf(stderr, "  (no stacks: gdb missing or failed)\n");
 }
 
+/* 1 once `pid` catches SIGTERM (its SigCgt mask in /proc), 0 while it
+ * does not yet, -1 once it has exited (a zombie or gone). */
+static int catches_sigterm(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    unsigned long long mask = 0;
+    char state = '?';
+    while (fgets(line, sizeof line, f)) {
+        sscanf(line, "State: %c", &state);
+        sscanf(line, "SigCgt: %llx", &mask);
+    }
+    fclose(f);
+    if (state == 'Z' || state == 'X')
+        return -1;
+    return (int)((mask >> (SIGTERM - 1)) & 1);
+}
+
 int it_engine_stop(pid_t pid, int timeout_ms)
 {
-    kill(pid, SIGTERM);
     int64_t start = it_now_ms();
+    /* a SIGTERM before the engine's handler is installed kills it at once
+     * (exit 143, no log): a test that stops an engine right after starting
+     * it waits for the handler first */
+    while (catches_sigterm(pid) == 0 && it_now_ms() - start < timeout_ms)
+        it_sleep_ms(5);
+    kill(pid, SIGTERM);
     int status;
     while (it_now_ms() - start < timeout_ms) {
         pid_t r = waitpid(pid, &status, WNOHANG);
@@ -477,6 +503,31 @@ int it_free_port(void)
     if (fd >= 0)
         close(fd);
     return port;
+}
+
+static int port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+int it_port_base(int span)
+{
+    const int lo = 11000, hi = 32768; /* above the brokers' 9092-10999 */
+    int slots = (hi - lo) / span;
+    for (int i = 0; i < slots; i++) {
+        int base = lo + (int)((getpid() + i) % slots) * span, p = 0;
+        while (p < span && port_free(base + p))
+            p++;
+        if (p == span)
+            return base;
+    }
+    return 0;
 }
 
 int it_log_count(const char *log, const char *needle)

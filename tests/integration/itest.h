@@ -88,6 +88,12 @@ int it_http(int port, const char *method, const char *path, const char *body, ch
 int it_http_wait(int port, const char *path, int timeout_ms);
 /* A loopback port the kernel says is free right now; 0 on error. */
 int it_free_port(void);
+
+/* The first of `span` consecutive loopback ports that are free now, below
+ * the kernel's ephemeral range (32768 and up), so that no client connection
+ * of the broker or the tests can take one later; derived from the pid so
+ * that concurrent runs pick different ones. 0 if none is found. */
+int it_port_base(int span);
 /* Sleep ms milliseconds. */
 void it_sleep_ms(int ms);
 int64_t it_now_ms(void);

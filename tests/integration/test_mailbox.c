@@ -225,7 +225,13 @@ static void write_yaml(const char *path, const char *app, const char *results_ap
     fclose(f);
 }
 
-static int base_port(void) { return 21000 + (int)(getpid() % 15000); }
+static int base_port(void)
+{
+    static int base;
+    if (!base)
+        base = it_port_base(2);
+    return base;
+}
 
 /* --- 1. all in one ------------------------------------------------------- */
 

@@ -66,7 +66,7 @@ static void test_metrics_endpoint(void)
     it_unique(out, sizeof out, "metrics-out");
     CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
     CU_ASSERT_FATAL(it_produce(in, N, make_rec, NULL) == 0);
-    int port = it_free_port();
+    int port = it_port_base(1);
     snprintf(yaml, sizeof yaml, "%s/p.yaml", dir);
     snprintf(log, sizeof log, "%s/engine.log", dir);
     it_write_file(yaml,

@@ -231,7 +231,7 @@ static void test_accept_while_down(void)
     char app[128], topic[128];
     it_unique(app, sizeof app, "outbox");
     it_unique(topic, sizeof topic, "mailbox");
-    int port = 20000 + (int)(getpid() % 20000);
+    int port = it_port_base(40);
     eng_init(&e1, app, topic, port, 100, NULL, "a");
     CU_ASSERT_EQUAL_FATAL(kafka_script("stop-keep"), 0);
     pid_t pid = it_engine_start(e1.yaml, "a", e1.log);
@@ -374,7 +374,7 @@ static void test_kill9_probe(void)
     if (!dir[0])
         it_tempdir(dir, sizeof dir);
     if (!e1.port)
-        e1.port = 20000 + (int)(getpid() % 20000);
+        e1.port = it_port_base(40);
     for (size_t s = 0; s < sizeof kills / sizeof kills[0]; s++) {
         eng e;
         char app[128], topic[128], tag[16];
@@ -525,7 +525,7 @@ static void test_processor_events(void)
     if (!dir[0])
         it_tempdir(dir, sizeof dir);
     if (!e1.port)
-        e1.port = 20000 + (int)(getpid() % 20000);
+        e1.port = it_port_base(40);
     eng e;
     char app[128], topic[128];
     it_unique(app, sizeof app, "obproc");
@@ -622,7 +622,7 @@ static void test_requests_takeover(void)
     if (!dir[0])
         it_tempdir(dir, sizeof dir);
     if (!e1.port)
-        e1.port = 20000 + (int)(getpid() % 20000);
+        e1.port = it_port_base(40);
     eng a, b;
     char app[128], topic[128], in[160];
     it_unique(app, sizeof app, "obtake");
