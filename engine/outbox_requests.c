@@ -7,14 +7,18 @@
  * partition after a crash between hold and commit, that instance read the
  * request again and has the event in its own outbox: releasing ours
  * would publish it twice. So every offset commit carries metadata
- * "ks1:<holder token>:<start>": the committing process's random token and
- * the offset at which it began reading the partition. Settling a held row
- * of holder H at offset o against committed offset c with metadata (T, S):
- * o >= c: forget (nobody committed it; it is read again); T == H: release
- * (our commit); S <= o: forget (the committer read the request itself);
- * else release (the offset passed o before the committer began: only the
- * holder could have moved it, unless a third instance also held the
- * partition in between, which this cannot see).
+ * "ks2:<token>:<start>,<token>:<start>,...": the chain of the processes
+ * that held the partition one after the other (oldest first, at most
+ * CHAIN_MAX), each with its random token and the offset at which it began
+ * reading; the committer is last. A process appends itself to the chain it
+ * finds committed when it first commits after an assignment. Settling a
+ * held row of holder H at offset o against committed offset c: o >= c:
+ * forget (nobody committed it; it is read again); else look at the
+ * holders after H's last entry (all of them when H is not in the chain:
+ * it fell off the front, so every entry left came after it): one that
+ * began reading at or before o read the request itself: forget; none:
+ * release (only H could have moved the offset past o). "ks1:<token>:<start>"
+ * (one holder, written by 0.1.x) reads as a chain of one.
  */
 #include "outbox_requests.h"
 
@@ -32,6 +36,8 @@
 #define WHERE "outbox-requests"
 #define MAX_PARTS 1024
 #define BURST 500
+#define CHAIN_MAX 8                      /* holders kept in commit metadata */
+#define CHAIN_TEXT (4 + CHAIN_MAX * 40)  /* "ks2:" + "<16 hex>:<int64>," each */
 
 struct ks_outbox_requests {
     ks_outbox *ob;
@@ -44,6 +50,9 @@ struct ks_outbox_requests {
     long added, replays, bad, released, forgotten;
     char token[17];          /* this process, in commit metadata (hex) */
     int64_t start[MAX_PARTS]; /* first offset read since the assignment, -1 */
+    /* the holder chain found committed at our first commit since the
+     * assignment ("" none); NULL while not read yet */
+    char *chain[MAX_PARTS];
 };
 
 #define HOLDER_KEY "requests_holder" /* outbox meta: token of the holder */
@@ -65,8 +74,8 @@ static void sleep_ms(int ms)
  * held row whose request is not below its partition's offset. */
 typedef struct positions {
     int64_t next[MAX_PARTS];
-    char token[MAX_PARTS][17];  /* committer's token, "" unknown */
-    int64_t start[MAX_PARTS];   /* committer's first offset, -1 unknown */
+    /* lowest start of the holders after `holder` in the chain, -1 none */
+    int64_t others_from[MAX_PARTS];
     const char *holder;         /* token of the process that held the rows */
     int forget_rest;
 } positions;
@@ -75,8 +84,7 @@ static void positions_reset(positions *pos, const char *holder, int forget_rest)
 {
     for (int i = 0; i < MAX_PARTS; i++) {
         pos->next[i] = -1;
-        pos->token[i][0] = '\0';
-        pos->start[i] = -1;
+        pos->others_from[i] = -1;
     }
     pos->holder = holder;
     pos->forget_rest = forget_rest;
@@ -88,25 +96,71 @@ static int fate(void *arg, int32_t partition, int64_t offset)
     int forget = pos->forget_rest ? KS_HELD_FORGET : KS_HELD_KEEP;
     if (partition < 0 || partition >= MAX_PARTS || offset >= pos->next[partition])
         return forget;
-    if (pos->token[partition][0] && strcmp(pos->token[partition], pos->holder) != 0 &&
-        pos->start[partition] >= 0 && pos->start[partition] <= offset)
-        return forget; /* another process committed it after reading it itself */
+    if (pos->others_from[partition] >= 0 && pos->others_from[partition] <= offset)
+        return forget; /* a later holder read it itself before committing */
     return KS_HELD_RELEASE;
 }
 
-/* Parse commit metadata "ks1:<token>:<start>" into pos for partition p. */
-static void parse_metadata(positions *pos, int32_t p, const void *md, size_t len)
-{
-    char text[64], tok[17];
+typedef struct holder_entry {
+    char token[17];
     long long start;
-    if (!md || len == 0 || len >= sizeof text)
-        return;
+} holder_entry;
+
+/* Parse commit metadata (ks2 chain, or ks1 single holder) into at most
+ * CHAIN_MAX entries, oldest first. Their count; 0 for other metadata. */
+static size_t parse_chain(const void *md, size_t len, holder_entry *out)
+{
+    char text[CHAIN_TEXT + 1];
+    if (!md || len < 4 || len > CHAIN_TEXT)
+        return 0;
     memcpy(text, md, len);
     text[len] = '\0';
-    if (sscanf(text, "ks1:%16[0-9a-f]:%lld", tok, &start) == 2 && strlen(tok) == 16) {
-        snprintf(pos->token[p], sizeof pos->token[p], "%s", tok);
-        pos->start[p] = start;
+    if (strncmp(text, "ks1:", 4) != 0 && strncmp(text, "ks2:", 4) != 0)
+        return 0;
+    size_t n = 0;
+    for (char *save = NULL, *e = strtok_r(text + 4, ",", &save); e && n < CHAIN_MAX;
+         e = strtok_r(NULL, ",", &save)) {
+        int used = 0;
+        if (sscanf(e, "%16[0-9a-f]:%lld%n", out[n].token, &out[n].start, &used) == 2 &&
+            strlen(out[n].token) == 16 && e[used] == '\0')
+            n++;
+        else
+            return 0; /* not ours: trust none of it */
     }
+    return n;
+}
+
+/* Where holders other than pos->holder began reading partition p after its
+ * last entry in the committed chain (pos->others_from). */
+static void read_chain(positions *pos, int32_t p, const void *md, size_t len)
+{
+    holder_entry e[CHAIN_MAX];
+    size_t n = parse_chain(md, len, e), first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(e[i].token, pos->holder) == 0)
+            first = i + 1;
+    for (size_t i = first; i < n; i++)
+        if (pos->others_from[p] < 0 || e[i].start < pos->others_from[p])
+            pos->others_from[p] = e[i].start;
+}
+
+/* The metadata of our commit: the chain found committed, without what
+ * falls off its front, then us (once: a chain ending with us keeps that
+ * entry, whose start is the earlier one). */
+static void chain_append(const char *found, const char *token, int64_t start, char *out,
+                         size_t outlen)
+{
+    holder_entry e[CHAIN_MAX + 1];
+    size_t n = found ? parse_chain(found, strlen(found), e) : 0;
+    if (n == 0 || strcmp(e[n - 1].token, token) != 0) {
+        snprintf(e[n].token, sizeof e[n].token, "%s", token);
+        e[n++].start = start;
+    }
+    size_t from = n > CHAIN_MAX ? n - CHAIN_MAX : 0, used = 0;
+    used += (size_t)snprintf(out, outlen, "ks2:");
+    for (size_t i = from; i < n && used < outlen; i++)
+        used += (size_t)snprintf(out + used, outlen - used, "%s%s:%lld", i > from ? "," : "",
+                                 e[i].token, e[i].start);
 }
 
 static void settle(ks_outbox_requests *r, positions *pos, const char *when)
@@ -144,8 +198,8 @@ static int committed_positions(ks_outbox_requests *r, positions *pos)
             break;
         }
         pos->next[l->elems[i].partition] = l->elems[i].offset;
-        parse_metadata(pos, l->elems[i].partition, l->elems[i].metadata,
-                       l->elems[i].metadata_size);
+        read_chain(pos, l->elems[i].partition, l->elems[i].metadata,
+                   l->elems[i].metadata_size);
     }
     rd_kafka_topic_partition_list_destroy(l);
     if (e) {
@@ -176,8 +230,11 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
     ks_outbox_requests *r = opaque;
     if (e == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++)
-            if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTS)
+            if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTS) {
                 r->start[parts->elems[i].partition] = -1;
+                free(r->chain[parts->elems[i].partition]); /* read again */
+                r->chain[parts->elems[i].partition] = NULL;
+            }
         rd_kafka_assign(rk, parts);
         ks_info(WHERE, "reading %d partition%s of %s", parts->cnt, parts->cnt == 1 ? "" : "s",
                 r->topic);
@@ -248,6 +305,28 @@ static void take(ks_outbox_requests *r, burst *b, const rd_kafka_message_t *m)
                                      .offset = m->offset};
 }
 
+/* Read the committed holder chain of each partition of l not read since
+ * its assignment (r->chain). 0, or -1 when Kafka cannot tell. */
+static int learn_chains(ks_outbox_requests *r, const rd_kafka_topic_partition_list_t *l)
+{
+    rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(l->cnt);
+    for (int i = 0; i < l->cnt; i++)
+        if (!r->chain[l->elems[i].partition])
+            rd_kafka_topic_partition_list_add(q, r->topic, l->elems[i].partition);
+    rd_kafka_resp_err_t e = q->cnt ? rd_kafka_committed(r->cons, q, 10000) : 0;
+    for (int i = 0; !e && i < q->cnt; i++)
+        e = q->elems[i].err;
+    for (int i = 0; !e && i < q->cnt; i++) {
+        const rd_kafka_topic_partition_t *t = &q->elems[i];
+        holder_entry unused[CHAIN_MAX];
+        int ours = parse_chain(t->metadata, t->metadata_size, unused) > 0;
+        r->chain[t->partition] = ours ? strndup((const char *)t->metadata, t->metadata_size)
+                                        : strdup("");
+    }
+    rd_kafka_topic_partition_list_destroy(q);
+    return e ? -1 : 0;
+}
+
 /* Commit the offsets after the burst's messages; on success release the
  * held rows below them. */
 static void commit_and_release(ks_outbox_requests *r, burst *b)
@@ -266,16 +345,19 @@ static void commit_and_release(ks_outbox_requests *r, burst *b)
         if (m->offset + 1 > pos->next[m->partition])
             pos->next[m->partition] = m->offset + 1;
     }
+    if (learn_chains(r, l) != 0)
+        ks_warn(WHERE, "cannot read the committed holder chain of %s; committing with this "
+                       "process alone in it",
+                r->topic);
+    /* our own commit: others_from stays -1, the rows below it are ours */
     for (int i = 0; i < l->cnt; i++) {
         rd_kafka_topic_partition_t *t = &l->elems[i];
         t->offset = pos->next[t->partition];
-        char md[64];
-        int n = snprintf(md, sizeof md, "ks1:%s:%lld", r->token,
-                         (long long)r->start[t->partition]);
-        if ((t->metadata = malloc((size_t)n))) /* freed with the list */
-            memcpy(t->metadata, md, (t->metadata_size = (size_t)n));
-        /* our own commit: the rows below it are ours to release */
-        snprintf(pos->token[t->partition], sizeof pos->token[t->partition], "%s", r->token);
+        char md[CHAIN_TEXT + 1];
+        chain_append(r->chain[t->partition], r->token, r->start[t->partition], md, sizeof md);
+        size_t n = strlen(md);
+        if ((t->metadata = malloc(n))) /* freed with the list */
+            memcpy(t->metadata, md, (t->metadata_size = n));
     }
     ks_fault_point(KS_FAULT_REQUESTS_HELD);
     rd_kafka_resp_err_t e = l->cnt ? rd_kafka_commit(r->cons, l, 0) : 0;
@@ -442,5 +524,7 @@ void ks_outbox_requests_stop(ks_outbox_requests *r)
         ks_info(WHERE, "stopped: %ld events from processors added, %ld replays left alone, "
                        "%ld not requests",
                 r->added, r->replays, r->bad);
+    for (int i = 0; i < MAX_PARTS; i++)
+        free(r->chain[i]);
     free(r);
 }

@@ -616,26 +616,31 @@ static int wait_requests_owner(const char *log, int seen, int max_ms)
 /* Engine A holds requests and dies before committing their offsets; B
  * takes the partitions over and reads the same requests into its own
  * outbox. When A comes back, its held rows lie below B's commit: A must
- * forget them (B has the events), not publish them a second time. */
-static void test_requests_takeover(void)
+ * forget them (B has the events), not publish them a second time. With
+ * `via_c`, B hands over to a third engine C before A returns, so the last
+ * commit A finds is C's, who began reading above A's rows: only the holder
+ * chain in the commit metadata still shows that B read them. */
+static void takeover_run(int via_c)
 {
     if (!dir[0])
         it_tempdir(dir, sizeof dir);
     if (!e1.port)
         e1.port = it_port_base(40);
-    eng a, b;
+    eng a, b, c;
     char app[128], topic[128], in[160];
     it_unique(app, sizeof app, "obtake");
     it_unique(topic, sizeof topic, "mailbox-take");
-    proc_eng_init(&a, app, topic, e1.port + 30, "take-a");
-    proc_eng_init(&b, app, topic, e1.port + 31, "take-b");
+    int port = e1.port + (via_c ? 33 : 30);
+    proc_eng_init(&a, app, topic, port, via_c ? "take3-a" : "take-a");
+    proc_eng_init(&b, app, topic, port + 1, via_c ? "take3-b" : "take-b");
+    proc_eng_init(&c, app, topic, port + 2, "take3-c");
     snprintf(in, sizeof in, "%s-in", app);
     CU_ASSERT_EQUAL_FATAL(it_create_topic(in, 3), 0);
-    pid_t pb = it_engine_start(b.yaml, "take-b", b.log);
+    pid_t pb = it_engine_start(b.yaml, "take-b", b.log), pc = -1;
     CU_ASSERT_FATAL(wait_requests_owner(b.log, 0, 60000));
     pid_t pa = it_engine_start_env(a.yaml, "take-a", a.log, "KS_CRASH_AT=outbox-requests-held:1");
     CU_ASSERT_FATAL(wait_requests_owner(a.log, 0, 60000));
-    const int half = PE_USERS * PE_PER_USER / 2;
+    const int total = PE_USERS * PE_PER_USER, half = total / 2, quarter = total / 4;
     CU_ASSERT_EQUAL(it_produce(in, half, pe_make, NULL), 0);
     int st = it_engine_wait(pa, 90000);
     printf("\n  A: KS_CRASH_AT=outbox-requests-held:1 -> exit %d\n", st);
@@ -644,31 +649,49 @@ static void test_requests_takeover(void)
         it_engine_kill(pa);
     /* B owns everything after A's session times out, and publishes all */
     CU_ASSERT(wait_published(&b, half, 120000));
+    int produced = half;
+    if (via_c) {
+        /* B hands over to C, whose commits start above A's held rows */
+        CU_ASSERT_EQUAL(it_engine_stop(pb, 30000), 0);
+        pc = it_engine_start(c.yaml, "take-c", c.log);
+        CU_ASSERT(wait_requests_owner(c.log, 0, 60000));
+        CU_ASSERT_EQUAL(it_produce(in, quarter, pe_make, NULL), 0);
+        CU_ASSERT(wait_published(&c, quarter, 120000));
+        produced += quarter;
+    }
     int before = requests_assignments(a.log);
     pa = it_engine_start(a.yaml, "take-a", a.log);
-    /* the second half once A reads requests again: both outboxes publish */
+    /* the rest once A reads requests again: both outboxes publish */
     CU_ASSERT(wait_requests_owner(a.log, before, 60000));
-    CU_ASSERT_EQUAL(it_produce(in, half, pe_make, NULL), 0);
-    long rows_a = 0, rows_b = 0, pub_a = 0, pub_b = 0;
+    CU_ASSERT_EQUAL(it_produce(in, total - produced, pe_make, NULL), 0);
+    long rows_a = 0, rows_b = 0, rows_c = 0, pub_a = 0, pub_b = 0, pub_c = 0;
     for (int64_t end = it_now_ms() + 120000; it_now_ms() < end; it_sleep_ms(500)) {
         pub_a = count_status(&a, "PUBLISHED", &rows_a);
         pub_b = count_status(&b, "PUBLISHED", &rows_b);
-        if (pub_a + pub_b >= 2 * half)
+        if (via_c)
+            pub_c = count_status(&c, "PUBLISHED", &rows_c);
+        if (pub_a + pub_b + pub_c >= total)
             break;
     }
     CU_ASSERT_EQUAL(it_engine_stop(pa, 30000), 0);
-    CU_ASSERT_EQUAL(it_engine_stop(pb, 30000), 0);
+    CU_ASSERT_EQUAL(it_engine_stop(via_c ? pc : pb, 30000), 0);
     int forgot = it_log_count(a.log, "forgotten (their requests were not committed");
-    printf("  rows: A %ld (%ld PUBLISHED), B %ld (%ld PUBLISHED); A forgot at start: %s\n",
-           rows_a, pub_a, rows_b, pub_b, forgot ? "yes" : "no");
-    /* A held rows at its crash and settled them by B's commit */
+    printf("  rows: A %ld (%ld PUBLISHED), B %ld (%ld PUBLISHED)", rows_a, pub_a, rows_b,
+           pub_b);
+    if (via_c)
+        printf(", C %ld (%ld PUBLISHED)", rows_c, pub_c);
+    printf("; A forgot at start: %s\n", forgot ? "yes" : "no");
+    /* A held rows at its crash and settled them by the later commits */
     CU_ASSERT(forgot >= 1);
-    CU_ASSERT_EQUAL(rows_a + rows_b, 2 * half);
-    CU_ASSERT_EQUAL(pub_a + pub_b, 2 * half);
+    CU_ASSERT_EQUAL(rows_a + rows_b + rows_c, total);
+    CU_ASSERT_EQUAL(pub_a + pub_b + pub_c, total);
     int per_part[8] = {0};
     /* two outboxes publish a user's events: exactly once, order not promised */
     check_topic_ex(topic, PE_USERS, PE_PER_USER, per_part, 8, 0);
 }
+
+static void test_requests_takeover(void) { takeover_run(0); }
+static void test_requests_two_takeovers(void) { takeover_run(1); }
 
 int main(void)
 {
@@ -680,6 +703,8 @@ int main(void)
         {"events from a processor: exactly once through kill -9", test_processor_events},
         {"events from a processor: a takeover after a crash publishes nothing twice",
          test_requests_takeover},
+        {"events from a processor: two takeovers before the crashed instance returns",
+         test_requests_two_takeovers},
         {NULL, NULL}};
     const char *only = getenv("KS_TEST_CASE"); /* run one case: its index */
     if (only) {
