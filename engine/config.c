@@ -228,6 +228,7 @@ void ks_pipeline_free(ks_pipeline *p)
         free(p->outbox->topic);
         free(p->outbox->listen);
         free(p->outbox->token);
+        free(p->outbox->results_topic);
         free(p->outbox);
     }
     free(p->file);
@@ -1166,12 +1167,13 @@ static int parse_kafka(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 
 /* `outbox: { name, topic, listen, token, max_users_per_partition,
  * stale_after, retry: { max_attempts }, max_event_bytes,
- * recover_unknown_partition }` */
+ * recover_unknown_partition, results_topic }` */
 enum { O_NAME, O_TOPIC, O_LISTEN, O_TOKEN, O_MAX_USERS, O_STALE, O_RETRY, O_MAX_BYTES,
-       O_RECOVER, O_N };
+       O_RECOVER, O_RESULTS, O_N };
 static const char *const OUTBOX_KEYS[O_N] = {
     "name",        "topic", "listen",          "token", "max_users_per_partition",
-    "stale_after", "retry", "max_event_bytes", "recover_unknown_partition"};
+    "stale_after", "retry", "max_event_bytes", "recover_unknown_partition",
+    "results_topic"};
 
 static int want_duration(pctx *c, const ks_ynode *kn, const ks_ynode *v, int64_t *ms)
 {
@@ -1215,6 +1217,9 @@ static int parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v)
                            o->name);
     }
     if (f.val[O_TOPIC] && want_topic(c, f.key[O_TOPIC], f.val[O_TOPIC], &o->topic) != 0)
+        return -1;
+    if (f.val[O_RESULTS] &&
+        want_topic(c, f.key[O_RESULTS], f.val[O_RESULTS], &o->results_topic) != 0)
         return -1;
     if (f.val[O_LISTEN]) {
         if (want_string(c, f.key[O_LISTEN], f.val[O_LISTEN], &o->listen) != 0)

@@ -122,6 +122,7 @@ typedef struct ks_cfg_outbox {
     char *topic;  /* the mailbox topic events are published to        */
     char *listen; /* host:port; default 127.0.0.1:8470                  */
     char *token;  /* Bearer token; required when listen is not loopback */
+    char *results_topic; /* mailbox results; NULL: <application>-outbox-results */
     int64_t max_users_per_partition; /* default 100                    */
     int64_t stale_after_ms;          /* default 30s                    */
     int64_t max_attempts;            /* retry: { max_attempts }; 5     */

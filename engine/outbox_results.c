@@ -46,15 +46,31 @@ static void sleep_ms(int ms)
 
 void ks_outbox_results_topic(const ks_pipeline *p, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s-outbox-results", p->application);
+    if (p->outbox && p->outbox->results_topic)
+        snprintf(buf, len, "%s", p->outbox->results_topic);
+    else
+        snprintf(buf, len, "%s-outbox-results", p->application);
 }
 
 /* --- position in the outbox env ------------------------------------- */
 
+/* The meta key of partition `part`'s position: "results_from:<p>" for the
+ * default topic (as 0.1.x wrote it), "results_from:<topic>:<p>" for a
+ * configured one, so that a renamed topic starts from its beginning (its
+ * results replay harmlessly) instead of from another topic's offsets. */
+static ks_bytes pos_key(const ks_outbox_results *r, int32_t part, char *k, size_t klen)
+{
+    const ks_cfg_outbox *o = r->p->outbox;
+    int n = o && o->results_topic
+                ? snprintf(k, klen, "results_from:%s:%d", r->topic, (int)part)
+                : snprintf(k, klen, "results_from:%d", (int)part);
+    return (ks_bytes){k, (size_t)n};
+}
+
 static int64_t pos_get(ks_outbox_results *r, int32_t part)
 {
-    char k[48];
-    ks_bytes key = {k, (size_t)snprintf(k, sizeof k, "results_from:%d", (int)part)}, v;
+    char k[320];
+    ks_bytes key = pos_key(r, part, k, sizeof k), v;
     int64_t off = -1;
     ks_store_env *env = ks_outbox_env(r->ob);
     ks_outbox_lock(r->ob);
@@ -77,10 +93,10 @@ static void pos_save(ks_outbox_results *r)
     for (int32_t p = 0; rc == 0 && p < r->parts; p++) {
         if (r->next[p] < 0)
             continue;
-        char k[48];
+        char k[320];
         unsigned char b[8];
         ks_int64_encode(r->next[p], b);
-        ks_bytes key = {k, (size_t)snprintf(k, sizeof k, "results_from:%d", (int)p)};
+        ks_bytes key = pos_key(r, p, k, sizeof k);
         rc = ks_store_put(r->meta, key, (ks_bytes){b, 8});
     }
     if (rc == 0)

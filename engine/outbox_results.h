@@ -1,7 +1,7 @@
 /*
  * outbox_results.h - the outbox side of the mailbox: a thread that reads
  * the results the mailbox plugin produced (topic
- * `<application>-outbox-results`, key = event id, value
+ * `results_topic`, by default `<application>-outbox-results`; key = event id, value
  * {"status":"SUCCESS"|"PUSHED_FAILURE","result":...}) and applies them to
  * the outbox rows: start_processing (from PUBLISHED or DISPATCHING) then
  * finish, each a compare-and-set. A row already terminal is left alone,
@@ -22,7 +22,7 @@
 
 typedef struct ks_outbox_results ks_outbox_results;
 
-/* "<application>-outbox-results". */
+/* The outbox's `results_topic`, by default "<application>-outbox-results". */
 void ks_outbox_results_topic(const ks_pipeline *p, char *buf, size_t len);
 
 /* Start the thread (creates the topic, 1 partition, when missing). `ob`

@@ -174,7 +174,8 @@ static void check_rows(int port)
 static const char *PLUGIN_DIRS = KS_TEST_BUILDDIR "/plugins/.libs\", \"" KS_TEST_BUILDDIR
                                                   "/examples/mailbox/.libs";
 
-static void write_outbox_part(FILE *f, const char *topic, int port)
+/* results_topic: NULL for the default, <application>-outbox-results */
+static void write_outbox_part(FILE *f, const char *topic, int port, const char *results_topic)
 {
     fprintf(f,
             "outbox:\n"
@@ -184,9 +185,14 @@ static void write_outbox_part(FILE *f, const char *topic, int port)
             "  max_users_per_partition: %d\n"
             "  stale_after: 2s\n",
             topic, port, USERS / PARTS);
+    if (results_topic)
+        fprintf(f, "  results_topic: %s\n", results_topic);
 }
 
-static void write_yaml(const char *path, const char *app, const char *results_app,
+/* A pipeline with the mailbox (sending results to `results`), the outbox
+ * (when outbox_port), or both; `custom`: the outbox names `results` as its
+ * results_topic (else it is the default name). */
+static void write_yaml(const char *path, const char *app, const char *results, int custom,
                        const char *topic, int outbox_port, int mailbox, const char *state,
                        int commit_ms)
 {
@@ -210,9 +216,8 @@ static void write_yaml(const char *path, const char *app, const char *results_ap
                 "    stores: [ledger, balances]\n"
                 "    functions: { handler: balances.apply }\n"
                 "sinks:\n"
-                "  - { from: mailbox, topic: %s-outbox-results, key: string, value: json, "
-                "create: true }\n",
-                topic, results_app);
+                "  - { from: mailbox, topic: %s, key: string, value: json, create: true }\n",
+                topic, results);
     else
         fprintf(f,
                 "sources:\n"
@@ -221,7 +226,7 @@ static void write_yaml(const char *path, const char *app, const char *results_ap
                 "  - { from: in, topic: %s-out, create: true }\n",
                 app, app);
     if (outbox_port)
-        write_outbox_part(f, topic, outbox_port);
+        write_outbox_part(f, topic, outbox_port, custom ? results : NULL);
     fclose(f);
 }
 
@@ -247,7 +252,8 @@ static void test_all_in_one(void)
     snprintf(log, sizeof log, "%s/one.log", dir);
     snprintf(state, sizeof state, "%s/state-one", dir);
     int port = base_port();
-    write_yaml(yaml, app, app, topic, port, 1, state, 100);
+    snprintf(results, sizeof results, "%s-outbox-results", app); /* the default */
+    write_yaml(yaml, app, results, 0, topic, port, 1, state, 100);
     pid_t pid = it_engine_start(yaml, "one", log);
     CU_ASSERT_EQUAL(it_http_wait(port, "/outbox/events/x", 10000), 0);
     int64_t t0 = it_now_ms();
@@ -257,7 +263,6 @@ static void test_all_in_one(void)
            (long long)(it_now_ms() - t0));
     check_rows(port);
     CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
-    snprintf(results, sizeof results, "%s-outbox-results", app);
     check_results_topic(results);
     CU_ASSERT(it_log_count(log, "results applied") >= 1);
 }
@@ -282,9 +287,11 @@ static void test_two_processes_kill(void)
     snprintf(mlog, sizeof mlog, "%s/two-mailbox.log", dir);
     snprintf(mstate, sizeof mstate, "%s/state-two-mailbox", dir);
     int port = base_port() + 1;
-    write_yaml(oyaml, app, app, topic, port, 0, ostate, 100);
+    /* a results topic of the outbox's choosing (results_topic) */
+    snprintf(results, sizeof results, "%s-statuses", app);
+    write_yaml(oyaml, app, results, 1, topic, port, 0, ostate, 100);
     /* long batches: the kill lands with a mailbox transaction open */
-    write_yaml(myaml, mapp, app, topic, 0, 1, mstate, 1000);
+    write_yaml(myaml, mapp, results, 1, topic, 0, 1, mstate, 1000);
     pid_t op = it_engine_start(oyaml, "two-outbox", olog);
     pid_t mp = it_engine_start(myaml, "two-mailbox", mlog);
     CU_ASSERT_EQUAL(it_http_wait(port, "/outbox/events/x", 10000), 0);
@@ -314,8 +321,11 @@ static void test_two_processes_kill(void)
     check_rows(port);
     CU_ASSERT_EQUAL(it_engine_stop(mp, 30000), 0);
     CU_ASSERT_EQUAL(it_engine_stop(op, 30000), 0);
-    snprintf(results, sizeof results, "%s-outbox-results", app);
     check_results_topic(results);
+    /* the outbox read them from there */
+    char reading[320];
+    snprintf(reading, sizeof reading, "reading results from %s ", results);
+    CU_ASSERT(it_log_count(olog, reading) >= 1);
     printf("\n  mailbox log: %d 'already processed' lines", it_log_count(mlog, "already processed"));
 }
 

@@ -360,6 +360,23 @@ static void test_branches(void)
     ks_pipeline_free(p);
 }
 
+static void test_outbox_fields(void)
+{
+    ks_pipeline *p = load_fixture("valid-outbox.yaml");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    const ks_cfg_outbox *o = p->outbox;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    CU_ASSERT_STRING_EQUAL(o->name, "commands");
+    CU_ASSERT_STRING_EQUAL(o->topic, "mailbox");
+    CU_ASSERT_STRING_EQUAL(o->listen, "127.0.0.1:8470");
+    CU_ASSERT_EQUAL(o->max_users_per_partition, 100);
+    CU_ASSERT_EQUAL(o->stale_after_ms, 30000);
+    CU_ASSERT_EQUAL(o->max_attempts, 5);
+    CU_ASSERT_EQUAL(o->recover_unknown_partition, 1);
+    CU_ASSERT_STRING_EQUAL(o->results_topic, "shop.statuses");
+    ks_pipeline_free(p);
+}
+
 static void test_stores(void)
 {
     ks_pipeline *p = load_fixture("valid-stores.yaml");
@@ -677,6 +694,7 @@ void ks_test_register_config(void)
     CU_add_test(s, "full example: every key", test_full);
     CU_add_test(s, "branches: two sinks, merged inputs", test_branches);
     CU_add_test(s, "stores: declared and created on use", test_stores);
+    CU_add_test(s, "outbox: every key", test_outbox_fields);
     CU_add_test(s, "ks_parse_duration_ms", test_duration);
     CU_add_test(s, "ks_parse_size", test_size);
     CU_add_test(s, "ks_serde_name", test_serde_name);
