@@ -12,11 +12,14 @@
  *     KS_RETRY / KS_FATAL are returned as they are (the batch aborts and
  *     nothing of it is kept); then write the ledger row;
  *  3. there ("already processed"): log, count `already_processed`, do not
- *     run the handler; absent but below the partition's ledger horizon
+ *     run the handler; there but written for another event id (the topic
+ *     was recreated and offsets restarted under an old ledger): ERROR,
+ *     count `ledger_mismatch`, KS_FATAL; absent but below the partition's ledger horizon
  *     (its row was pruned, see ledger_prune): WARN, count
  *     `beyond_retention`, drop it (no handler, no result);
  *  4. either way forward the result record: key = event id, value
- *     {"status":"SUCCESS"|"PUSHED_FAILURE","result":...,"user":...}, to the
+ *     {"status":"SUCCESS"|"PUSHED_FAILURE","result":...,"user":...,
+ *     "partition":...,"offset":...,"event":<id>}, to the
  *     node's children (a sink on `<application>-outbox-results`). The
  *     engine owning the outbox applies it to the row by compare-and-set;
  *     re-forwarding the stored result in case 3 is what reconciles a
@@ -159,7 +162,8 @@ static int find_event_id(const ks_record *rec, char id[EVENT_ID_LEN + 1])
 }
 
 /* The result record's JSON; NULL when out of memory. Free with free(). */
-static char *result_json(const char *status, ks_bytes result, const ks_record *rec)
+static char *result_json(const char *status, ks_bytes result, const ks_record *rec,
+                         const char *id)
 {
     json_t *o = json_object();
     json_t *r = NULL;
@@ -174,9 +178,27 @@ static char *result_json(const char *status, ks_bytes result, const ks_record *r
     json_object_set_new(o, "user", json_stringn(rec->key, rec->key_len));
     json_object_set_new(o, "partition", json_integer(rec->partition));
     json_object_set_new(o, "offset", json_integer(rec->offset));
+    json_object_set_new(o, "event", json_string(id));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;
+}
+
+/* The event id a ledger row was written for (`"event":"<id>"` of its
+ * JSON, as json_dumps writes it); 0 when the row has none (0.1.x rows). */
+static int ledger_event(ks_bytes row, char id[EVENT_ID_LEN + 1])
+{
+    static const char field[] = "\"event\":\"";
+    const size_t flen = sizeof field - 1;
+    const char *v = row.data;
+    for (size_t i = 0; row.len >= flen + EVENT_ID_LEN && i <= row.len - flen - EVENT_ID_LEN;
+         i++)
+        if (memcmp(v + i, field, flen) == 0) {
+            memcpy(id, v + i + flen, EVENT_ID_LEN);
+            id[EVENT_ID_LEN] = '\0';
+            return 1;
+        }
+    return 0;
 }
 
 static ks_verdict forward_result(ks_ctx *ctx, const ks_record *rec, const char *id,
@@ -383,6 +405,21 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
     int n = pn + snprintf(lk + plen, sizeof lk - plen, "%020lld", (long long)rec->offset);
     ks_bytes key = {lk, (size_t)n}, done;
     int rc = host->store_get(st->ledger, key, &done);
+    char was[EVENT_ID_LEN + 1];
+    if (rc == 0 && ledger_event(done, was) && strcmp(was, id) != 0) {
+        /* same offset, another event: this is not a replay (the topic was
+         * recreated, or the ledger belongs to another topic); skipping it
+         * would lose the command, running it could run another twice */
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: %s[%d]@%lld is event %s, but the ledger row of that offset is "
+                  "event %s: the topic was recreated or its offsets reused while node "
+                  "'%s''s ledger still holds the old ones; delete this application's "
+                  "state and ledger changelog, or give the new topic a new name",
+                  rec->topic ? rec->topic : "-", (int)rec->partition, (long long)rec->offset,
+                  id, was, host->node_name(ctx));
+        host->metric_add(ctx, "ledger_mismatch", 1);
+        return KS_FATAL;
+    }
     if (rc == 0) {
         /* already processed: reconcile by sending the stored result again */
         if (st->already++ % 1000 == 0)
@@ -431,7 +468,7 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
         status = "PUSHED_FAILURE";
     else
         return v; /* RETRY / FATAL: the batch aborts, nothing is kept */
-    char *text = result_json(status, host->buf_get(st->out), rec);
+    char *text = result_json(status, host->buf_get(st->out), rec, id);
     if (!text)
         return KS_RETRY;
     size_t len = strlen(text);

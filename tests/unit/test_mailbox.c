@@ -173,12 +173,10 @@ static void mb_stop(mb_h *h)
     nftw(h->tmp, mb_rm, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* A command at `offset` of partition 0 with event id "e..<n>". */
-static ks_verdict cmd(mb_h *h, int64_t offset, const char *user, const char *payload,
-                      int with_id)
+/* A command at `offset` of partition 0 with event id `id` (32 bytes). */
+static ks_verdict cmd_id(mb_h *h, int64_t offset, const char *id, const char *user,
+                         const char *payload, int with_id)
 {
-    char id[33];
-    snprintf(id, sizeof id, "%032lld", (long long)offset);
     ks_header hd = {"ks.event_id", id, 32};
     ks_record rec = {.key = user,
                      .key_len = strlen(user),
@@ -191,6 +189,15 @@ static ks_verdict cmd(mb_h *h, int64_t offset, const char *user, const char *pay
                      .headers = with_id ? &hd : NULL,
                      .header_count = with_id ? 1 : 0};
     return ks_task_process(h->task, &h->topo->nodes[0], &rec);
+}
+
+/* A command at `offset` of partition 0 with event id "0..0<offset>". */
+static ks_verdict cmd(mb_h *h, int64_t offset, const char *user, const char *payload,
+                      int with_id)
+{
+    char id[33];
+    snprintf(id, sizeof id, "%032lld", (long long)offset);
+    return cmd_id(h, offset, id, user, payload, with_id);
 }
 
 static int store_idx(mb_h *h, const char *name)
@@ -292,6 +299,42 @@ static void test_already_processed(void)
     CU_ASSERT_EQUAL(cmd(h, 8, "u1", "{\"op\":\"deposit\",\"amount\":10}", 1), KS_OK);
     CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
     CU_ASSERT_EQUAL(balance(h, "u1"), 20);
+    mb_stop(h);
+}
+
+/* A ledger row is for one event: another event at its offset (a recreated
+ * topic) stops the task rather than being skipped as a repeat; rows of
+ * 0.1.x, without the event id, are still repeats. */
+static void test_ledger_other_event(void)
+{
+    mb_h *h = &M;
+    mb_start(h);
+    CU_ASSERT_EQUAL(cmd(h, 7, "u1", "{\"op\":\"deposit\",\"amount\":10}", 1), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+    CU_ASSERT_EQUAL_FATAL(h->nout, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(h->out[0].value, "\"event\":\"" /* offset 7's id */
+                                                   "00000000000000000000000000000007\""));
+    const char *other = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    CU_ASSERT_EQUAL(cmd_id(h, 7, other, "u1", "{\"op\":\"deposit\",\"amount\":5}", 1),
+                    KS_FATAL);
+    ks_task_abort_stores(h->task);
+    CU_ASSERT_EQUAL(h->nout, 1);           /* no result sent */
+    CU_ASSERT_EQUAL(balance(h, "u1"), 10); /* handler not run */
+    /* a 0.1.x row (no "event"): a repeat, as before */
+    char k[128];
+    int n = snprintf(k, sizeof k, "ks.ledger/bank/mailbox/0/%020lld", 9LL);
+    const char *old = "{\"status\":\"SUCCESS\",\"result\":{\"balance\":1},\"user\":\"u1\"}";
+    CU_ASSERT_EQUAL_FATAL(ks_store_begin(h->task->env), 0);
+    CU_ASSERT_EQUAL(ks_store_put(h->task->dbs[store_idx(h, "ledger")], (ks_bytes){k, (size_t)n},
+                                 (ks_bytes){old, strlen(old)}),
+                    0);
+    CU_ASSERT_EQUAL(ks_task_commit_stores(h->task), 0);
+    CU_ASSERT_EQUAL(cmd_id(h, 9, other, "u1", "{\"op\":\"deposit\",\"amount\":5}", 1),
+                    KS_OK);
+    CU_ASSERT_EQUAL_FATAL(h->nout, 2);
+    CU_ASSERT_STRING_EQUAL(h->out[1].value, old); /* the stored result, again */
+    CU_ASSERT_EQUAL(balance(h, "u1"), 10);
+    ks_task_abort_stores(h->task);
     mb_stop(h);
 }
 
@@ -614,6 +657,8 @@ void ks_test_register_mailbox(void)
     CU_add_test(s, "mailbox: SUCCESS / PUSHED_FAILURE results per command", test_results);
     CU_add_test(s, "mailbox: a repeat is already processed, result re-sent",
                 test_already_processed);
+    CU_add_test(s, "mailbox: another event at a ledger row's offset stops the task",
+                test_ledger_other_event);
     CU_add_test(s, "mailbox: ledger row and handler writes commit or abort together",
                 test_ledger_atomic);
     CU_add_test(s, "mailbox: ledger_retention prunes old rows, recent replays still answered",
