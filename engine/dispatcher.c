@@ -48,7 +48,10 @@ struct ks_dispatcher {
     int orphans;   /* rows may be DISPATCHING that no batch of ours is sending */
     int warned;    /* Kafka unreachable was logged */
     long published;
+    long probe_found, probe_absent; /* the stale probe's decisions */
     int64_t next_probe_ms; /* after a failed probe: not before this */
+    ks_metrics *metrics;   /* NULL: none */
+    int64_t metrics_ms;    /* when they were last published */
 };
 
 typedef struct result {
@@ -251,11 +254,13 @@ static int probe_partition(ks_dispatcher *d, int32_t part, ks_outbox_event **row
             ks_debug(WHERE, "probe: event %s found at %s [%d] offset %lld -> PUBLISHED",
                      ev->id, d->cfg->topic, (int)part, (long long)at);
             hit++;
+            d->probe_found++;
         } else {
             ks_outbox_requeue(d->ob, ev->id, "stale dispatch: the probe found no record");
             ks_debug(WHERE, "probe: event %s absent from %s [%d] -> PENDING", ev->id,
                      d->cfg->topic, (int)part);
             miss++;
+            d->probe_absent++;
         }
     }
     ks_info(WHERE,
@@ -446,6 +451,36 @@ out:
     free(res);
 }
 
+/* The outbox's gauges and counters, about once a second (metrics.h;
+ * docs/operations.md lists them). */
+static void publish_metrics(ks_dispatcher *d)
+{
+    int64_t now = ks_outbox_now_ms();
+    if (!d->metrics || now - d->metrics_ms < 1000)
+        return;
+    d->metrics_ms = now;
+    uint64_t active, total, entered[KS_OUTBOX_STATUS_COUNT];
+    if (ks_outbox_sizes(d->ob, &active, &total, entered) != 0)
+        return;
+    char labels[512];
+    snprintf(labels, sizeof labels, "outbox=\"%s\"", d->cfg->name);
+    ks_metrics_set(d->metrics, "kstreams_outbox_backlog", labels, (double)active);
+    ks_metrics_set(d->metrics, "kstreams_outbox_rows", labels, (double)total);
+    for (int s = 0; s < KS_OUTBOX_STATUS_COUNT; s++) {
+        snprintf(labels, sizeof labels, "outbox=\"%s\",status=\"%s\"", d->cfg->name,
+                 ks_outbox_status_name((ks_outbox_status)s));
+        ks_metrics_set(d->metrics, "kstreams_outbox_entered_total", labels,
+                       (double)entered[s]);
+    }
+    const char *decision[] = {"found", "absent"};
+    long count[] = {d->probe_found, d->probe_absent};
+    for (int i = 0; i < 2; i++) {
+        snprintf(labels, sizeof labels, "outbox=\"%s\",decision=\"%s\"", d->cfg->name,
+                 decision[i]);
+        ks_metrics_set(d->metrics, "kstreams_outbox_probe_total", labels, (double)count[i]);
+    }
+}
+
 /* --- the thread ------------------------------------------------------ */
 
 /* 1 while some row is DISPATCHING outside a batch of ours (between
@@ -467,14 +502,17 @@ static void *run(void *arg)
     long reported = 0;
     int64_t last_report = ks_outbox_now_ms();
     while (!d->stop) {
+        publish_metrics(d); /* also while Kafka is out of reach */
         if (!d->synced) {
             if (ks_assigner_sync(d->as, err, sizeof err) != 0) {
                 if (!d->warned)
                     ks_warn(WHERE, "Kafka unreachable, events are kept in the outbox: %s",
                             err);
                 d->warned = 1;
-                for (int i = 0; i < 20 && !d->stop; i++)
+                for (int i = 0; i < 20 && !d->stop; i++) {
+                    publish_metrics(d);
                     sleep_ms(50);
+                }
                 continue;
             }
             if (d->warned)
@@ -507,7 +545,7 @@ static void *run(void *arg)
 }
 
 int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox *cfg,
-                        ks_dispatcher **out, char *err, size_t errlen)
+                        ks_metrics *metrics, ks_dispatcher **out, char *err, size_t errlen)
 {
     *out = NULL;
     ks_dispatcher *d = calloc(1, sizeof *d);
@@ -516,6 +554,7 @@ int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox
     d->ob = ob;
     d->p = p;
     d->cfg = cfg;
+    d->metrics = metrics;
     d->orphans = 1; /* a previous process may have died mid-batch */
     int rc = ks_assigner_new(ob, p, cfg->topic, (int)cfg->max_users_per_partition, &d->as,
                              err, errlen);

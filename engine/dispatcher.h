@@ -14,14 +14,16 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "metrics.h"
 #include "outbox.h"
 
 typedef struct ks_dispatcher ks_dispatcher;
 
-/* Start the thread. `ob`, `p` and `cfg` are borrowed and must outlive
- * ks_dispatcher_stop. 0, or a negative ks_err with err. */
+/* Start the thread. `ob`, `p`, `cfg` and `metrics` (NULL: none; the
+ * outbox's gauges and counters go there about once a second) are borrowed
+ * and must outlive ks_dispatcher_stop. 0, or a negative ks_err with err. */
 int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox *cfg,
-                        ks_dispatcher **out, char *err, size_t errlen);
+                        ks_metrics *metrics, ks_dispatcher **out, char *err, size_t errlen);
 
 /* Finish the batch in flight, stop and join the thread, free. NULL is
  * fine. */

@@ -97,8 +97,14 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     /* the outbox needs no Kafka: it starts first and accepts events while
      * the topics below wait for the broker */
     ks_outbox_service *outbox = NULL;
-    if (p->outbox && ks_outbox_service_start(p, &outbox, err, sizeof err) != 0) {
+    /* metrics first: the outbox's backlog matters most while Kafka is down */
+    eng.metrics = ks_metrics_new();
+    if (p->metrics_listen && ks_metrics_serve(eng.metrics, p->metrics_listen, err,
+                                              sizeof err) != 0)
+        ks_warn("engine", "%s: metrics are off", err);
+    if (p->outbox && ks_outbox_service_start(p, eng.metrics, &outbox, err, sizeof err) != 0) {
         ks_error("engine", "%s", err);
+        ks_metrics_free(eng.metrics);
         pthread_mutex_destroy(&eng.lock);
         return 1;
     }
@@ -106,6 +112,7 @@ int ks_engine_run(ks_topology *topo, const char *instance)
         if (!outbox || ks_engine_stopping(&eng)) {
             ks_error("engine", "%s", err);
             ks_outbox_service_stop(outbox);
+            ks_metrics_free(eng.metrics);
             pthread_mutex_destroy(&eng.lock);
             return 1;
         }
@@ -117,10 +124,6 @@ int ks_engine_run(ks_topology *topo, const char *instance)
             (int)topo->partitions, p->workers, p->workers == 1 ? "" : "s",
             p->guarantee == KS_GUARANTEE_EXACTLY_ONCE ? "exactly-once" : "at-least-once",
             eng.instance);
-    eng.metrics = ks_metrics_new();
-    if (p->metrics_listen && ks_metrics_serve(eng.metrics, p->metrics_listen, err,
-                                              sizeof err) != 0)
-        ks_warn("engine", "%s: metrics are off", err);
     for (size_t i = 0; i < topo->plugin_count; i++) {
         const ks_plugin_descriptor *d = topo->plugins[i]->desc;
         char labels[1024];
@@ -153,8 +156,8 @@ int ks_engine_run(ks_topology *topo, const char *instance)
         ks_worker_join(eng.workers[i]);
     free(eng.workers);
     ks_reload_free(eng.reload); /* after the workers: closes retired builds */
-    ks_metrics_free(eng.metrics);
     ks_outbox_service_stop(outbox);
+    ks_metrics_free(eng.metrics); /* after the outbox: its dispatcher writes there */
     int rc = eng.exit_code;
     if (rc)
         ks_error("engine", "stopped after a failure: %s", eng.failure);

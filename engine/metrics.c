@@ -49,6 +49,13 @@ static const struct {
     {"kstreams_plugin_info", "gauge", "Loaded plugin builds (value 1)."},
     {"kstreams_reloads_total", "counter", "Hot reloads of plugin builds that succeeded."},
     {"kstreams_reload_failures_total", "counter", "Hot reloads refused or failed."},
+    {"kstreams_outbox_backlog", "gauge",
+     "Outbox events not yet published (PREQUEUED, PENDING, DISPATCHING)."},
+    {"kstreams_outbox_rows", "gauge", "Outbox events stored, in every status."},
+    {"kstreams_outbox_entered_total", "counter",
+     "Outbox events that entered each status since the engine started."},
+    {"kstreams_outbox_probe_total", "counter",
+     "Stale DISPATCHING events decided by the probe: found (PUBLISHED) or absent (PENDING)."},
 };
 
 ks_metrics *ks_metrics_new(void)

@@ -41,6 +41,9 @@ struct ks_outbox {
     pthread_mutex_t lock;
     int readonly;
     char err[512];
+    /* rows that entered each status since open: committed, and in the open
+     * txn (added to `entered` when it commits) */
+    uint64_t entered[KS_OUTBOX_STATUS_COUNT], entering[KS_OUTBOX_STATUS_COUNT];
 };
 
 typedef struct row_hdr {
@@ -305,6 +308,11 @@ static int txn_end(ks_outbox *ob, int rc, int write)
     } else {
         ks_store_abort(ob->env);
     }
+    for (int s = 0; s < KS_OUTBOX_STATUS_COUNT; s++) {
+        if (rc == 0 && write)
+            ob->entered[s] += ob->entering[s];
+        ob->entering[s] = 0;
+    }
     return rc;
 }
 
@@ -367,6 +375,7 @@ static int move(ks_outbox *ob, ks_outbox_event *ev, ks_outbox_status to)
     }
     ev->status = to;
     ev->updated_ms = ks_outbox_now_ms();
+    ob->entering[to]++;
     return store_row(ob, ev);
 }
 
@@ -443,8 +452,8 @@ int ks_outbox_enqueue(ks_outbox *ob, const char *user, const char *topic, const 
     ev.created_ms = ev.updated_ms = ks_outbox_now_ms();
     pthread_mutex_lock(&ob->lock);
     int rc = txn_begin(ob);
-    if (rc == 0 && (rc = next_id(ob, ev.id)) == 0)
-        rc = store_row(ob, &ev);
+    if (rc == 0 && (rc = next_id(ob, ev.id)) == 0 && (rc = store_row(ob, &ev)) == 0)
+        ob->entering[ev.status]++;
     if (rc && rc != KS_ERR_STATE)
         snprintf(ob->err, sizeof ob->err, "%s", ks_store_last_error(ob->env));
     rc = txn_end(ob, rc, 1);
@@ -801,6 +810,21 @@ int ks_outbox_counts(ks_outbox *ob, uint64_t *counts)
     return rc;
 }
 
+int ks_outbox_sizes(ks_outbox *ob, uint64_t *active, uint64_t *total,
+                    uint64_t *entered)
+{
+    pthread_mutex_lock(&ob->lock);
+    memcpy(entered, ob->entered, sizeof ob->entered);
+    int rc = txn_begin(ob);
+    if (rc == 0)
+        rc = ks_store_count(ob->active, active);
+    if (rc == 0)
+        rc = ks_store_count(ob->events, total);
+    rc = txn_end(ob, rc, 0);
+    pthread_mutex_unlock(&ob->lock);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ */
 /* Events from processors                                              */
 /* ------------------------------------------------------------------ */
@@ -863,6 +887,7 @@ static int hold_one(ks_outbox *ob, const ks_outbox_request *r, int64_t now, size
     ev.created_ms = ev.updated_ms = now;
     if ((rc = store_row(ob, &ev)))
         return rc;
+    ob->entering[ev.status]++;
     unsigned char pos[12];
     ks_int64_encode(r->offset, pos + 4);
     for (int i = 0; i < 4; i++)

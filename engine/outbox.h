@@ -139,8 +139,15 @@ int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
 int ks_outbox_meta_put(ks_outbox *ob, const char *key, const void *val, size_t len);
 int ks_outbox_meta_get(ks_outbox *ob, const char *key, void *buf, size_t cap, size_t *len);
 
-/* Number of rows per status (counts[KS_OUTBOX_STATUS_COUNT]). */
+/* Number of rows per status (counts[KS_OUTBOX_STATUS_COUNT]): a scan of
+ * every row. */
 int ks_outbox_counts(ks_outbox *ob, uint64_t *counts);
+
+/* For metrics, without a scan: rows not yet published (PREQUEUED,
+ * PENDING, DISPATCHING: the "active" index), all rows, and how many rows
+ * entered each status (entered[KS_OUTBOX_STATUS_COUNT]) in committed
+ * transactions since this process opened the outbox. 0 or a KS_ERR_ code. */
+int ks_outbox_sizes(ks_outbox *ob, uint64_t *active, uint64_t *total, uint64_t *entered);
 
 /* ---- events from processors (api->outbox_enqueue) --------------------
  *

@@ -31,8 +31,8 @@ void ks_outbox_dir(const ks_pipeline *p, char *buf, size_t len)
     snprintf(buf, len, "%s/%s/outbox", p->state_dir, p->application);
 }
 
-int ks_outbox_service_start(const ks_pipeline *p, ks_outbox_service **out, char *err,
-                            size_t errlen)
+int ks_outbox_service_start(const ks_pipeline *p, ks_metrics *metrics, ks_outbox_service **out,
+                            char *err, size_t errlen)
 {
     *out = NULL;
     ks_outbox_service *s = calloc(1, sizeof *s);
@@ -42,7 +42,7 @@ int ks_outbox_service_start(const ks_pipeline *p, ks_outbox_service **out, char 
     ks_outbox_dir(p, dir, sizeof dir);
     int rc = ks_outbox_open(dir, 0, &s->ob, err, errlen);
     if (rc == 0)
-        rc = ks_dispatcher_start(s->ob, p, p->outbox, &s->disp, err, errlen);
+        rc = ks_dispatcher_start(s->ob, p, p->outbox, metrics, &s->disp, err, errlen);
     if (rc == 0)
         rc = ks_outbox_results_start(s->ob, p, &s->results, err, errlen);
     if (rc == 0)

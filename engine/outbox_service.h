@@ -11,14 +11,15 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "metrics.h"
 
 typedef struct ks_outbox_service ks_outbox_service;
 
 /* Open the outbox and start serving and dispatching for p->outbox (which
- * must be set). Needs no Kafka. `p` is borrowed until stop. 0, or a
- * negative ks_err with err. */
-int ks_outbox_service_start(const ks_pipeline *p, ks_outbox_service **out, char *err,
-                            size_t errlen);
+ * must be set). Needs no Kafka. `p` and `metrics` (NULL: none) are
+ * borrowed until stop. 0, or a negative ks_err with err. */
+int ks_outbox_service_start(const ks_pipeline *p, ks_metrics *metrics, ks_outbox_service **out,
+                            char *err, size_t errlen);
 
 /* Stop the endpoint, then the dispatcher (its batch finishes), then close
  * the outbox. NULL is fine. */

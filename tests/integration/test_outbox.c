@@ -62,6 +62,7 @@ static int kafka_script(const char *verb)
 typedef struct eng {
     char app[128], topic[128], yaml[512], log[512], state[512];
     int port;
+    int metrics_port; /* 0: no metrics endpoint */
 } eng;
 
 /* Names and files of an engine `tag` in the test's directory. */
@@ -70,6 +71,7 @@ static void eng_paths(eng *e, const char *app, const char *topic, int port, cons
     snprintf(e->app, sizeof e->app, "%s", app);
     snprintf(e->topic, sizeof e->topic, "%s", topic);
     e->port = port;
+    e->metrics_port = 0;
     snprintf(e->yaml, sizeof e->yaml, "%s/%s.yaml", dir, tag);
     snprintf(e->log, sizeof e->log, "%s/%s.log", dir, tag);
     snprintf(e->state, sizeof e->state, "%s/state-%s", dir, tag);
@@ -97,6 +99,26 @@ static void eng_write(const eng *e, const char *bootstrap, int max_users,
                   "  retry: { max_attempts: 1000 }\n",
                   e->app, bootstrap, extra_kafka ? extra_kafka : "", e->state, e->app,
                   e->app, e->topic, e->port, max_users);
+    if (e->metrics_port) {
+        FILE *f = fopen(e->yaml, "a");
+        if (f) {
+            fprintf(f, "metrics: 127.0.0.1:%d\n", e->metrics_port);
+            fclose(f);
+        }
+    }
+}
+
+/* The value of the sample `name{labels}` on e's /metrics; -1 when absent. */
+static double scrape(const eng *e, const char *sample)
+{
+    static char text[1 << 16];
+    if (it_http(e->metrics_port, "GET", "/metrics", NULL, text, sizeof text) != 200)
+        return -1;
+    const char *at = strstr(text, sample);
+    double v = -1;
+    if (at && sscanf(at + strlen(sample), " %lf", &v) != 1)
+        v = -1;
+    return v;
 }
 
 static void eng_init(eng *e, const char *app, const char *topic, int port, int max_users,
@@ -232,7 +254,9 @@ static void test_accept_while_down(void)
     it_unique(app, sizeof app, "outbox");
     it_unique(topic, sizeof topic, "mailbox");
     int port = it_port_base(40);
-    eng_init(&e1, app, topic, port, 100, NULL, "a");
+    eng_paths(&e1, app, topic, port, "a");
+    e1.metrics_port = port + 39; /* the outbox's metrics, served while Kafka is down */
+    eng_write(&e1, it_bootstrap(), 100, NULL);
     CU_ASSERT_EQUAL_FATAL(kafka_script("stop-keep"), 0);
     pid_t pid = it_engine_start(e1.yaml, "a", e1.log);
     CU_ASSERT_EQUAL(it_http_wait(port, "/outbox/events/x", 10000), 0);
@@ -253,10 +277,25 @@ static void test_accept_while_down(void)
     for (int i = 0; i < 100 && it_log_count(e1.log, "Kafka unreachable") < 1; i++)
         it_sleep_ms(100);
     CU_ASSERT(it_log_count(e1.log, "Kafka unreachable") >= 1);
+    /* metrics: the backlog while Kafka is down (published about once a second) */
+    it_sleep_ms(1200);
+    double backlog = scrape(&e1, "kstreams_outbox_backlog{outbox=\"commands\"}");
+    double entered = scrape(&e1, "kstreams_outbox_entered_total{outbox=\"commands\","
+                                 "status=\"PENDING\"}");
+    printf("  metrics while down: backlog %.0f, entered PENDING %.0f\n", backlog, entered);
+    CU_ASSERT_EQUAL(backlog, USERS * PER_USER);
+    CU_ASSERT_EQUAL(entered, USERS * PER_USER);
     CU_ASSERT_EQUAL_FATAL(kafka_script("start"), 0);
     t0 = it_now_ms();
     CU_ASSERT(wait_published(&e1, USERS * PER_USER, 120000));
     printf("  broker up: all published %lld ms later\n", (long long)(it_now_ms() - t0));
+    it_sleep_ms(1200);
+    double published = scrape(&e1, "kstreams_outbox_entered_total{outbox=\"commands\","
+                                    "status=\"PUBLISHED\"}");
+    backlog = scrape(&e1, "kstreams_outbox_backlog{outbox=\"commands\"}");
+    printf("  metrics after: backlog %.0f, entered PUBLISHED %.0f\n", backlog, published);
+    CU_ASSERT_EQUAL(backlog, 0);
+    CU_ASSERT_EQUAL(published, USERS * PER_USER);
     CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
     int per_part[8] = {0};
     check_topic(topic, USERS, PER_USER, per_part, 8);
