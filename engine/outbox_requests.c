@@ -50,9 +50,9 @@ struct ks_outbox_requests {
     long added, replays, bad, released, forgotten;
     char token[17];          /* this process, in commit metadata (hex) */
     int64_t start[MAX_PARTS]; /* first offset read since the assignment, -1 */
-    /* the holder chain found committed at our first commit since the
-     * assignment ("" none); NULL while not read yet */
-    char *chain[MAX_PARTS];
+    /* our commit metadata: the holder chain found committed at our first
+     * commit since the assignment, then us; NULL while not read yet */
+    char *meta[MAX_PARTS];
 };
 
 #define HOLDER_KEY "requests_holder" /* outbox meta: token of the holder */
@@ -232,8 +232,8 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t e,
         for (int i = 0; i < parts->cnt; i++)
             if (parts->elems[i].partition >= 0 && parts->elems[i].partition < MAX_PARTS) {
                 r->start[parts->elems[i].partition] = -1;
-                free(r->chain[parts->elems[i].partition]); /* read again */
-                r->chain[parts->elems[i].partition] = NULL;
+                free(r->meta[parts->elems[i].partition]); /* read again */
+                r->meta[parts->elems[i].partition] = NULL;
             }
         rd_kafka_assign(rk, parts);
         ks_info(WHERE, "reading %d partition%s of %s", parts->cnt, parts->cnt == 1 ? "" : "s",
@@ -305,23 +305,27 @@ static void take(ks_outbox_requests *r, burst *b, const rd_kafka_message_t *m)
                                      .offset = m->offset};
 }
 
-/* Read the committed holder chain of each partition of l not read since
- * its assignment (r->chain). 0, or -1 when Kafka cannot tell. */
-static int learn_chains(ks_outbox_requests *r, const rd_kafka_topic_partition_list_t *l)
+/* Our commit metadata (r->meta) for each partition of l not known since
+ * its assignment: the holder chain committed before us, then us. 0, or -1
+ * when Kafka cannot tell. */
+static int learn_metadata(ks_outbox_requests *r, const rd_kafka_topic_partition_list_t *l)
 {
     rd_kafka_topic_partition_list_t *q = rd_kafka_topic_partition_list_new(l->cnt);
     for (int i = 0; i < l->cnt; i++)
-        if (!r->chain[l->elems[i].partition])
+        if (!r->meta[l->elems[i].partition])
             rd_kafka_topic_partition_list_add(q, r->topic, l->elems[i].partition);
     rd_kafka_resp_err_t e = q->cnt ? rd_kafka_committed(r->cons, q, 10000) : 0;
     for (int i = 0; !e && i < q->cnt; i++)
         e = q->elems[i].err;
     for (int i = 0; !e && i < q->cnt; i++) {
         const rd_kafka_topic_partition_t *t = &q->elems[i];
-        holder_entry unused[CHAIN_MAX];
-        int ours = parse_chain(t->metadata, t->metadata_size, unused) > 0;
-        r->chain[t->partition] = ours ? strndup((const char *)t->metadata, t->metadata_size)
-                                        : strdup("");
+        char found[CHAIN_TEXT + 1] = "", md[CHAIN_TEXT + 1];
+        if (t->metadata && t->metadata_size <= CHAIN_TEXT) {
+            memcpy(found, t->metadata, t->metadata_size);
+            found[t->metadata_size] = '\0';
+        }
+        chain_append(found, r->token, r->start[t->partition], md, sizeof md);
+        r->meta[t->partition] = strdup(md); /* NULL (no memory): read again */
     }
     rd_kafka_topic_partition_list_destroy(q);
     return e ? -1 : 0;
@@ -345,7 +349,7 @@ static void commit_and_release(ks_outbox_requests *r, burst *b)
         if (m->offset + 1 > pos->next[m->partition])
             pos->next[m->partition] = m->offset + 1;
     }
-    if (learn_chains(r, l) != 0)
+    if (learn_metadata(r, l) != 0)
         ks_warn(WHERE, "cannot read the committed holder chain of %s; committing with this "
                        "process alone in it",
                 r->topic);
@@ -353,8 +357,12 @@ static void commit_and_release(ks_outbox_requests *r, burst *b)
     for (int i = 0; i < l->cnt; i++) {
         rd_kafka_topic_partition_t *t = &l->elems[i];
         t->offset = pos->next[t->partition];
-        char md[CHAIN_TEXT + 1];
-        chain_append(r->chain[t->partition], r->token, r->start[t->partition], md, sizeof md);
+        char alone[CHAIN_TEXT + 1];
+        const char *md = r->meta[t->partition];
+        if (!md) {
+            chain_append(NULL, r->token, r->start[t->partition], alone, sizeof alone);
+            md = alone;
+        }
         size_t n = strlen(md);
         if ((t->metadata = malloc(n))) /* freed with the list */
             memcpy(t->metadata, md, (t->metadata_size = n));
@@ -525,6 +533,6 @@ void ks_outbox_requests_stop(ks_outbox_requests *r)
                        "%ld not requests",
                 r->added, r->replays, r->bad);
     for (int i = 0; i < MAX_PARTS; i++)
-        free(r->chain[i]);
+        free(r->meta[i]);
     free(r);
 }

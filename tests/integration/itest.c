@@ -530,6 +530,38 @@ int it_port_base(int span)
     return 0;
 }
 
+char *it_metrics_scrape(int port)
+{
+    static char body[1 << 20];
+    return it_http(port, "GET", "/metrics", NULL, body, sizeof body) == 200 ? strdup(body)
+                                                                              : NULL;
+}
+
+double it_metrics_sum(const char *text, const char *family, const char *match, int *samples)
+{
+    double sum = 0;
+    int n = 0;
+    size_t fl = strlen(family);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (strncmp(line, family, fl) == 0 && (line[fl] == '{' || line[fl] == ' ')) {
+            const char *sp = end ? end : line + strlen(line);
+            while (sp > line && sp[-1] != ' ')
+                sp--;
+            char l[1024];
+            snprintf(l, sizeof l, "%.*s", (int)((end ? end : line + strlen(line)) - line), line);
+            if (!match || strstr(l, match)) {
+                sum += strtod(sp, NULL);
+                n++;
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    if (samples)
+        *samples = n;
+    return sum;
+}
+
 int it_log_count(const char *log, const char *needle)
 {
     FILE *f = fopen(log, "r");

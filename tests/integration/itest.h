@@ -94,6 +94,13 @@ int it_free_port(void);
  * of the broker or the tests can take one later; derived from the pid so
  * that concurrent runs pick different ones. 0 if none is found. */
 int it_port_base(int span);
+
+/* GET /metrics from 127.0.0.1:port: a malloc'd body (the caller frees it),
+ * or NULL. */
+char *it_metrics_scrape(int port);
+/* Sum of every sample of `family` in `text` whose labels contain `match`
+ * (NULL: all); *samples (when not NULL) says how many there were. */
+double it_metrics_sum(const char *text, const char *family, const char *match, int *samples);
 /* Sleep ms milliseconds. */
 void it_sleep_ms(int ms);
 int64_t it_now_ms(void);

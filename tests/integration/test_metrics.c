@@ -28,35 +28,6 @@ static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
     (void)klen;
 }
 
-/* GET /metrics from 127.0.0.1:port; returns a malloc'd body or NULL. */
-static char *scrape(int port)
-{
-    static char body[1 << 20];
-    return it_http(port, "GET", "/metrics", NULL, body, sizeof body) == 200 ? strdup(body)
-                                                                              : NULL;
-}
-
-/* Sum of every sample of `family` whose labels contain `match` (or all). */
-static double sum_of(const char *text, const char *family, const char *match)
-{
-    double sum = 0;
-    size_t fl = strlen(family);
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        if (strncmp(line, family, fl) == 0 && (line[fl] == '{' || line[fl] == ' ')) {
-            const char *sp = end ? end : line + strlen(line);
-            while (sp > line && sp[-1] != ' ')
-                sp--;
-            char l[1024];
-            snprintf(l, sizeof l, "%.*s", (int)((end ? end : line + strlen(line)) - line), line);
-            if (!match || strstr(l, match))
-                sum += strtod(sp, NULL);
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return sum;
-}
-
 static void test_metrics_endpoint(void)
 {
     char dir[256], app[128], in[128], out[128], yaml[512], log[512];
@@ -87,15 +58,15 @@ static void test_metrics_endpoint(void)
     for (int i = 0; i < 40 && in_total < N; i++) {
         it_sleep_ms(500);
         free(text);
-        text = scrape(port);
-        in_total = text ? sum_of(text, "kstreams_records_in_total", NULL) : 0;
+        text = it_metrics_scrape(port);
+        in_total = text ? it_metrics_sum(text, "kstreams_records_in_total", NULL, NULL) : 0;
     }
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-    double commits = sum_of(text, "kstreams_commits_total", NULL);
-    double lag = sum_of(text, "kstreams_consumer_lag", NULL);
-    double nulls = sum_of(text, "kstreams_plugin_null_keys_total", NULL);
-    double info = sum_of(text, "kstreams_plugin_info", "plugin=\"count\"");
-    double tasks = sum_of(text, "kstreams_tasks", NULL);
+    double commits = it_metrics_sum(text, "kstreams_commits_total", NULL, NULL);
+    double lag = it_metrics_sum(text, "kstreams_consumer_lag", NULL, NULL);
+    double nulls = it_metrics_sum(text, "kstreams_plugin_null_keys_total", NULL, NULL);
+    double info = it_metrics_sum(text, "kstreams_plugin_info", "plugin=\"count\"", NULL);
+    double tasks = it_metrics_sum(text, "kstreams_tasks", NULL, NULL);
     printf("\n  scraped: records in %.0f, commits %.0f, lag %.0f, null keys %.0f, "
            "count plugin info %.0f, tasks %.0f\n",
            in_total, commits, lag, nulls, info, tasks);

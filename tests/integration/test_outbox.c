@@ -108,19 +108,17 @@ static void eng_write(const eng *e, const char *bootstrap, int max_users,
     }
 }
 
-/* The value of the sample `name{labels}` on e's /metrics; -1 when absent. */
-static double scrape(const eng *e, const char *sample)
+/* The outbox's sample of `family` (with `match` in its labels) on e's
+ * /metrics; -1 when there is none. */
+static double outbox_metric(const eng *e, const char *family, const char *match)
 {
-    static char text[1 << 16];
-    if (it_http(e->metrics_port, "GET", "/metrics", NULL, text, sizeof text) != 200)
-        return -1;
-    const char *at = strstr(text, sample);
-    double v = -1;
-    if (at && sscanf(at + strlen(sample), " %lf", &v) != 1)
-        v = -1;
-    return v;
+    char *text = it_metrics_scrape(e->metrics_port), labels[128];
+    snprintf(labels, sizeof labels, "outbox=\"commands\"%s", match ? match : "");
+    int samples = 0;
+    double v = text ? it_metrics_sum(text, family, labels, &samples) : 0;
+    free(text);
+    return samples == 1 ? v : -1;
 }
-
 static void eng_init(eng *e, const char *app, const char *topic, int port, int max_users,
                      const char *extra_kafka, const char *tag)
 {
@@ -279,9 +277,8 @@ static void test_accept_while_down(void)
     CU_ASSERT(it_log_count(e1.log, "Kafka unreachable") >= 1);
     /* metrics: the backlog while Kafka is down (published about once a second) */
     it_sleep_ms(1200);
-    double backlog = scrape(&e1, "kstreams_outbox_backlog{outbox=\"commands\"}");
-    double entered = scrape(&e1, "kstreams_outbox_entered_total{outbox=\"commands\","
-                                 "status=\"PENDING\"}");
+    double backlog = outbox_metric(&e1, "kstreams_outbox_backlog", NULL);
+    double entered = outbox_metric(&e1, "kstreams_outbox_entered_total", ",status=\"PENDING\"");
     printf("  metrics while down: backlog %.0f, entered PENDING %.0f\n", backlog, entered);
     CU_ASSERT_EQUAL(backlog, USERS * PER_USER);
     CU_ASSERT_EQUAL(entered, USERS * PER_USER);
@@ -290,9 +287,9 @@ static void test_accept_while_down(void)
     CU_ASSERT(wait_published(&e1, USERS * PER_USER, 120000));
     printf("  broker up: all published %lld ms later\n", (long long)(it_now_ms() - t0));
     it_sleep_ms(1200);
-    double published = scrape(&e1, "kstreams_outbox_entered_total{outbox=\"commands\","
-                                    "status=\"PUBLISHED\"}");
-    backlog = scrape(&e1, "kstreams_outbox_backlog{outbox=\"commands\"}");
+    double published =
+        outbox_metric(&e1, "kstreams_outbox_entered_total", ",status=\"PUBLISHED\"");
+    backlog = outbox_metric(&e1, "kstreams_outbox_backlog", NULL);
     printf("  metrics after: backlog %.0f, entered PUBLISHED %.0f\n", backlog, published);
     CU_ASSERT_EQUAL(backlog, 0);
     CU_ASSERT_EQUAL(published, USERS * PER_USER);
