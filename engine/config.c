@@ -1001,7 +1001,7 @@ static int parse_sink(pctx *c, ks_cfg_sink *s, size_t index,
     int64_t x;
 
     s->mark = mark_of(c, map);
-    s->partitions = 1;
+    s->partitions = 0; /* created with the sources' partition count */
     if (take_fields(c, map, "sink", SINK_KEYS, K_N, &f) != 0)
         return -1;
     if (f.val[K_FROM]) {
@@ -1503,22 +1503,36 @@ static int add_used_stores(pctx *c)
 enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
-    T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX, T_N
+    T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
+    T_STALL_WARNING, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
     "state_dir",   "workers",        "replication_factor", "plugins",
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
-    "outbox"};
+    "outbox",      "stall_warning_ms"};
+
+/* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
+static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
+{
+    char buf[80];
+    if (want_scalar(c, k, v, "an integer or a duration (e.g. 100ms)"))
+        return -1;
+    if (ks_parse_duration_ms(v->text, out) != 0)
+        return FAIL_AT(c, v, "expected an integer or a duration (e.g. 100ms) for '%s', found %s",
+                       k->text, found(v, buf, sizeof buf));
+    if (*out <= 0)
+        return FAIL_AT(c, v, "'%s' must be greater than 0, found '%s'", k->text, v->text);
+    return 0;
+}
 
 static int parse_top(pctx *c, const ks_ynode *root)
 {
     ks_pipeline *p = c->p;
     fields f;
-    const ks_ynode *k, *v;
+    const ks_ynode *v;
     int64_t x;
-    char buf[80];
 
     if (take_fields(c, root, "pipeline", TOP_KEYS, T_N, &f) != 0)
         return -1;
@@ -1547,21 +1561,12 @@ static int parse_top(pctx *c, const ks_ynode *root)
                            "at-least-once",
                            v->text);
     }
-    if ((v = f.val[T_COMMIT_INTERVAL])) {
-        k = f.key[T_COMMIT_INTERVAL];
-        if (want_scalar(c, k, v, "an integer or a duration (e.g. 100ms)"))
-            return -1;
-        if (ks_parse_duration_ms(v->text, &p->commit_interval_ms) != 0)
-            return FAIL_AT(c, v,
-                           "expected an integer or a duration (e.g. 100ms) for "
-                           "'commit_interval_ms', found %s",
-                           found(v, buf, sizeof buf));
-        if (p->commit_interval_ms <= 0)
-            return FAIL_AT(c, v,
-                           "'commit_interval_ms' must be greater than 0, "
-                           "found '%s'",
-                           v->text);
-    }
+    if ((v = f.val[T_COMMIT_INTERVAL]) &&
+        want_positive_duration(c, f.key[T_COMMIT_INTERVAL], v, &p->commit_interval_ms) != 0)
+        return -1;
+    if ((v = f.val[T_STALL_WARNING]) &&
+        want_positive_duration(c, f.key[T_STALL_WARNING], v, &p->stall_warning_ms) != 0)
+        return -1;
     if ((v = f.val[T_STATE_DIR]) &&
         want_string(c, f.key[T_STATE_DIR], v, &p->state_dir) != 0)
         return -1;
@@ -1571,8 +1576,11 @@ static int parse_top(pctx *c, const ks_ynode *root)
         p->workers = (int)x;
     }
     if ((v = f.val[T_REPLICATION])) {
-        if (want_int(c, f.key[T_REPLICATION], v, 1, INT16_MAX, &x) != 0)
+        if (want_int(c, f.key[T_REPLICATION], v, -1, INT16_MAX, &x) != 0)
             return -1;
+        if (x == 0)
+            return FAIL_AT(c, v, "'replication_factor' must be -1 (the broker's "
+                                 "default.replication.factor) or at least 1, found '0'");
         p->replication_factor = (int32_t)x;
     }
     if ((v = f.val[T_PLUGINS]) &&
@@ -1684,8 +1692,9 @@ int ks_pipeline_parse(const char *name, const char *text, size_t len,
     }
     c.p->guarantee = KS_GUARANTEE_EXACTLY_ONCE;
     c.p->commit_interval_ms = 100;
+    c.p->stall_warning_ms = 60000;
     c.p->workers = 1;
-    c.p->replication_factor = 1;
+    c.p->replication_factor = -1; /* the broker's default, as Kafka Streams 3.0+ */
     c.p->poison = KS_POISON_FAIL;
     c.p->state_dir = strdup("./state");
     if (!c.p->state_dir) {

@@ -108,7 +108,7 @@ typedef struct ks_cfg_sink {
     ks_serde key_serde;
     ks_serde value_serde;
     int create;
-    int32_t partitions;
+    int32_t partitions;  /* for create; 0 (default): the sources' count */
     ks_mark mark;
     ks_mark from_mark;
     ks_mark name_mark;  /* of the `name:` value; = mark when defaulted */
@@ -139,9 +139,12 @@ typedef struct ks_pipeline {
     ks_cfg_scalars kafka_properties; /* passed to librdkafka as is */
     ks_guarantee guarantee;          /* default exactly-once */
     int64_t commit_interval_ms;      /* default 100 */
+    int64_t stall_warning_ms;        /* a partition with lag and no committed
+                                        progress this long is logged; 60000 */
     char *state_dir;                 /* default ./state */
     int workers;                     /* default 1 */
-    int32_t replication_factor;      /* changelogs; default 1 */
+    int32_t replication_factor;      /* topics the engine creates; -1 (default):
+                                        the broker's default.replication.factor */
     char **plugins;                  /* `plugins:` paths or names */
     ks_mark *plugin_marks;
     size_t plugin_count;

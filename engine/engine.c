@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kafka.h"
+#include "topic_plan.h"
 #include "log.h"
 #include "outbox_service.h"
 #include "metrics.h"
@@ -108,7 +109,7 @@ int ks_engine_run(ks_topology *topo, const char *instance)
         pthread_mutex_destroy(&eng.lock);
         return 1;
     }
-    while (ks_kafka_prepare_topics(topo, err, sizeof err) != 0) {
+    while (ks_topic_plan_prepare(topo, err, sizeof err) != 0) {
         if (!outbox || ks_engine_stopping(&eng)) {
             ks_error("engine", "%s", err);
             ks_outbox_service_stop(outbox);

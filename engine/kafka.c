@@ -1,10 +1,10 @@
 /*
- * kafka.c - librdkafka configuration, metadata and admin calls.
+ * kafka.c - librdkafka configuration and metadata look-ups.
  *
- * Settings we make explicit (HAZARDS.md, librdkafka 2.0.2): Nagle off (it
- * costs ~40 ms per transactional commit), short retry backoff (commit
- * retries use it), no auto-creation of topics from the producer, and Java's
- * murmur2 partitioner so keys land where Java clients put them.
+ * Settings every client gets (librdkafka 2.0.2): Nagle off (it is on by
+ * default and costs ~40 ms per transactional commit) and no auto-creation
+ * of topics (topics.h says why). Producers add a short retry backoff and
+ * Java's murmur2 partitioner where they are made.
  */
 #include "kafka.h"
 
@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "log.h"
-#include "outbox_requests.h"
 
 int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value, char *err,
                  size_t errlen)
@@ -115,7 +114,13 @@ rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, rd_kafka_type_t type,
             goto fail;
         }
     }
-    if (set_pairs(conf, forced, err, errlen) != 0)
+    /* no client of the engine may create a topic by asking for it: on a
+     * broker with auto.create.topics.enable=true (Kafka's default) that
+     * would make it with the broker's partition count and cleanup policy,
+     * racing the admin request that creates it as it must be (topics.h).
+     * librdkafka 2.0.2 producers default to true here. */
+    if (ks_kafka_set(conf, "allow.auto.create.topics", "false", err, errlen) != 0 ||
+        set_pairs(conf, forced, err, errlen) != 0)
         goto fail;
     return conf;
 fail:
@@ -191,156 +196,4 @@ int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, 
     }
     rd_kafka_metadata_destroy(md);
     return count;
-}
-
-int ks_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions, int replication,
-                          const char *const *configs, char *err, size_t errlen)
-{
-    char why[512];
-    rd_kafka_NewTopic_t *nt =
-        rd_kafka_NewTopic_new(topic, partitions, replication, why, sizeof why);
-    if (!nt) {
-        snprintf(err, errlen, "topic %s: %s", topic, why);
-        return -1;
-    }
-    for (size_t i = 0; configs && configs[i]; i += 2)
-        rd_kafka_NewTopic_set_config(nt, configs[i], configs[i + 1]);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-    rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, why, sizeof why);
-    rd_kafka_CreateTopics(rk, &nt, 1, opt, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
-    int rc = -1;
-    if (!ev) {
-        snprintf(err, errlen, "creating topic %s: no answer from the broker in 60 s", topic);
-    } else if (rd_kafka_event_error(ev)) {
-        snprintf(err, errlen, "creating topic %s: %s", topic, rd_kafka_event_error_string(ev));
-    } else {
-        const rd_kafka_CreateTopics_result_t *res = rd_kafka_event_CreateTopics_result(ev);
-        size_t n;
-        const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(res, &n);
-        rd_kafka_resp_err_t te = n ? rd_kafka_topic_result_error(tr[0]) : 0;
-        if (!te || te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
-            rc = 0;
-        else
-            snprintf(err, errlen, "creating topic %s (%d partitions, replication %d): %s",
-                     topic, partitions, replication,
-                     rd_kafka_topic_result_error_string(tr[0]));
-    }
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(opt);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_NewTopic_destroy(nt);
-    return rc;
-}
-
-/* Ensure one topic exists; `create` says whether we may create it. */
-static int ensure_topic(rd_kafka_t *rk, const char *topic, int create, int partitions,
-                        int replication, const char *const *configs, const char *what,
-                        int *count, char *err, size_t errlen)
-{
-    int n = ks_kafka_partition_count(rk, topic, 10000, err, errlen);
-    /* a topic created a moment ago may not be in the broker's metadata yet
-     * (seen on Kafka 3.9): look again for a few seconds before calling it
-     * missing */
-    for (int i = 0; n == 0 && !create && i < 25; i++) {
-        rd_kafka_poll(rk, 200);
-        n = ks_kafka_partition_count(rk, topic, 10000, err, errlen);
-    }
-    if (n < 0)
-        return -1;
-    if (n == 0) {
-        if (!create) {
-            snprintf(err, errlen,
-                     "%s topic '%s' does not exist: create it, or set `create: true` "
-                     "(with `partitions:`) in the pipeline",
-                     what, topic);
-            return -1;
-        }
-        if (ks_kafka_create_topic(rk, topic, partitions, replication, configs, err,
-                                  errlen) != 0)
-            return -1;
-        ks_info("kafka", "created %s topic %s (%d partitions)", what, topic, partitions);
-        /* metadata may lag the creation for a moment */
-        for (int i = 0; i < 50 && n <= 0; i++) {
-            n = ks_kafka_partition_count(rk, topic, 5000, err, errlen);
-            if (n <= 0)
-                rd_kafka_poll(rk, 100);
-        }
-        if (n <= 0) {
-            snprintf(err, errlen, "topic %s created but not visible in metadata", topic);
-            return -1;
-        }
-    }
-    *count = n;
-    return 0;
-}
-
-int ks_kafka_prepare_topics(ks_topology *topo, char *err, size_t errlen)
-{
-    const ks_pipeline *p = topo->pipeline;
-    rd_kafka_t *rk = ks_kafka_admin_client(p, err, errlen);
-    if (!rk)
-        return -1;
-    int rc = -1, tasks = 0;
-    for (size_t i = 0; i < p->source_count; i++) {
-        const ks_cfg_source *s = &p->sources[i];
-        int n;
-        if (ensure_topic(rk, s->topic, s->create, s->partitions, p->replication_factor, NULL,
-                         "source", &n, err, errlen) != 0)
-            goto out;
-        if (tasks && n != tasks) {
-            snprintf(err, errlen,
-                     "source topics are not co-partitioned: %s has %d partitions, "
-                     "others %d",
-                     s->topic, n, tasks);
-            goto out;
-        }
-        tasks = n;
-    }
-    for (size_t i = 0; i < p->sink_count; i++) {
-        const ks_cfg_sink *s = &p->sinks[i];
-        int n;
-        if (ensure_topic(rk, s->topic, s->create, s->partitions > 0 ? s->partitions : tasks,
-                         p->replication_factor, NULL, "sink", &n, err, errlen) != 0)
-            goto out;
-    }
-    if (p->poison == KS_POISON_DEAD_LETTER) {
-        int n;
-        if (ensure_topic(rk, p->dead_letter_topic, 1, tasks, p->replication_factor, NULL,
-                         "dead-letter", &n, err, errlen) != 0)
-            goto out;
-    }
-    if (p->outbox) {
-        char topic[512];
-        int n;
-        ks_outbox_requests_topic(p, topic, sizeof topic);
-        if (ensure_topic(rk, topic, 1, tasks, p->replication_factor, NULL, "outbox requests",
-                         &n, err, errlen) != 0)
-            goto out;
-    }
-    static const char *const compact[] = {"cleanup.policy", "compact", NULL};
-    for (size_t i = 0; i < p->store_count; i++) {
-        if (!p->stores[i].changelog)
-            continue;
-        char topic[512];
-        int n;
-        ks_changelog_topic(topo, p->stores[i].name, topic, sizeof topic);
-        if (ensure_topic(rk, topic, 1, tasks, p->replication_factor, compact, "changelog",
-                         &n, err, errlen) != 0)
-            goto out;
-        if (n < tasks) {
-            snprintf(err, errlen,
-                     "changelog topic %s has %d partitions but the sources have %d: "
-                     "delete it (state is rebuilt) or add partitions",
-                     topic, n, tasks);
-            goto out;
-        }
-    }
-    topo->partitions = tasks;
-    rc = 0;
-out:
-    rd_kafka_destroy(rk);
-    return rc;
 }

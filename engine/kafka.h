@@ -8,7 +8,7 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "topology.h"
+#include "config.h"
 
 /* Base config for a client of `type`: bootstrap servers, the settings that
  * matter for speed and correctness (HAZARDS.md), then `defaults`
@@ -44,19 +44,5 @@ rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
  * error (err set). */
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms,
                              char *err, size_t errlen);
-
-/* Create `topic`. `configs` is NULL or a NULL-terminated list of name,
- * value pairs. "Already exists" counts as success. 0 or -1 with err. */
-int ks_kafka_create_topic(rd_kafka_t *rk, const char *topic, int partitions,
-                          int replication, const char *const *configs, char *err,
-                          size_t errlen);
-
-/*
- * Make sure every topic the topology needs exists: sources (created when
- * the source says `create: true`, else an error naming the topic), sinks
- * (same), and one compacted changelog per store with one partition per
- * task. Sources must be co-partitioned. Sets topo->partitions.
- */
-int ks_kafka_prepare_topics(ks_topology *topo, char *err, size_t errlen);
 
 #endif /* KS_KAFKA_H */

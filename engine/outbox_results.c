@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "kafka.h"
+#include "topics.h"
 #include "log.h"
 
 #define WHERE "outbox-results"
@@ -115,16 +116,11 @@ static void pos_save(ks_outbox_results *r)
 static int assign(ks_outbox_results *r)
 {
     char err[1024];
-    int n = ks_kafka_partition_count(r->admin, r->topic, 5000, err, sizeof err);
-    if (n == 0) {
-        if (ks_kafka_create_topic(r->admin, r->topic, 1, r->p->replication_factor, NULL, err,
-                                  sizeof err) != 0)
-            n = -1;
-        else {
-            ks_info(WHERE, "created topic %s", r->topic);
-            n = 1;
-        }
-    }
+    ks_topic_spec spec = {.topic = r->topic, .what = "outbox results", .create = 1,
+                          .partitions = 1, .replication = r->p->replication_factor,
+                          .internal = 1};
+    ks_topic_found f;
+    int n = ks_topic_ensure(r->admin, &spec, &f, err, sizeof err) == 0 ? f.partitions : -1;
     if (n < 0) {
         if (!r->warned++)
             ks_warn(WHERE, "%s; results wait in Kafka, retrying", err);

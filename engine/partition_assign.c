@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kafka.h"
+#include "topics.h"
 #include "log.h"
 
 #define CATCHUP_TIMEOUT_MS 15000
@@ -211,22 +212,14 @@ static int clients(ks_assigner *a, char *err, size_t errlen)
 static int ensure(ks_assigner *a, const char *topic, const char *const *configs,
                   int32_t *count, char *err, size_t errlen)
 {
-    int n = ks_kafka_partition_count(a->prod, topic, 5000, err, errlen);
-    if (n < 0)
+    ks_topic_spec spec = {.topic = topic, .what = "outbox", .create = 1, .partitions = 1,
+                          .replication = a->p->replication_factor, .configs = configs,
+                          .internal = 1};
+    ks_topic_found f;
+    if (ks_topic_ensure(a->prod, &spec, &f, err, errlen) != 0)
         return KS_ERR_IO;
-    if (n == 0) {
-        if (ks_kafka_create_topic(a->prod, topic, 1, a->p->replication_factor, configs, err,
-                                  errlen) != 0)
-            return KS_ERR_IO;
-        ks_info("outbox", "created topic %s", topic);
-        for (int i = 0; i < 50 && n <= 0; i++)
-            if ((n = ks_kafka_partition_count(a->prod, topic, 5000, err, errlen)) <= 0)
-                rd_kafka_poll(a->prod, 100);
-        if (n <= 0)
-            return KS_ERR_IO;
-    }
     if (count)
-        *count = n;
+        *count = f.partitions;
     return 0;
 }
 

@@ -31,8 +31,10 @@
 #include <unistd.h>
 
 #include "fault.h"
+#include "fair_poll.h"
 #include "kafka.h"
 #include "log.h"
+#include "stall.h"
 #include "metrics.h"
 #include "reload.h"
 #include "serde.h"
@@ -40,6 +42,9 @@
 
 #define KS_MAX_HEADERS 64
 #define KS_MAX_BAD_OUTPUTS 32 /* refused outputs set aside in one batch */
+/* records taken from one partition before the next gets its turn: enough
+ * to keep the per-record cost of switching queues out of the profile */
+#define FAIR_BURST 64
 
 struct ks_worker {
     ks_engine *eng;
@@ -54,6 +59,11 @@ struct ks_worker {
     rd_kafka_t *producer;
     rd_kafka_t *restorer; /* read_committed, assign-only: restores */
     rd_kafka_t *probe;    /* read_uncommitted: high watermarks only */
+    ks_fair_poll *fair;   /* the source partitions' own queues, in turn */
+    const char **source_topics; /* by source index, borrowed from the pipeline */
+    ks_stall *stalls;     /* by slot: committed progress watch */
+    int64_t *group_pos;   /* by slot: the group's offset at assignment, -1 unknown */
+    int64_t txn_timeout_ms;
     int32_t partitions;   /* tasks of the topology */
     ks_task **tasks;      /* by partition number; NULL when not assigned */
     uint64_t *epoch;      /* by partition number; bumped on revoke */
@@ -261,6 +271,11 @@ static rd_kafka_t *new_producer(ks_worker *w, char *err, size_t errlen)
         return NULL;
     rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
     rd_kafka_conf_set_opaque(conf, w);
+    char timeout[32];
+    size_t timeout_len = sizeof timeout;
+    if (rd_kafka_conf_get(conf, "transaction.timeout.ms", timeout, &timeout_len) ==
+        RD_KAFKA_CONF_OK)
+        w->txn_timeout_ms = strtoll(timeout, NULL, 10);
     char why[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
     if (!rk) {
@@ -523,6 +538,7 @@ static int open_task(ks_worker *w, int32_t partition)
     for (size_t s = 0; s < w->p->source_count; s++) {
         w->pos[slot(w, partition, s)] = -1;
         w->committed[slot(w, partition, s)] = -1;
+        w->group_pos[slot(w, partition, s)] = -1;
     }
     ks_info(w->where, "task %d started", (int)partition);
     return 0;
@@ -822,20 +838,32 @@ static int commit_alo(ks_worker *w)
     return 0;
 }
 
+/* The batch limit follows the cost of processing, never the latency of
+ * the commit: a slow or failing broker makes commits slow, and smaller
+ * batches would only add commits (seen under broker kills: 11-16 records
+ * per transaction, 20-30 records/s per worker, when commit time counted).
+ * Only a batch whose processing outlasted four commit intervals (or a
+ * third of transaction.timeout.ms, which bounds a transaction) halves it. */
+static void adapt_batch_limit(ks_worker *w, int64_t processing_ms)
+{
+    int64_t slow = 4 * w->p->commit_interval_ms;
+    if (w->txn_timeout_ms > 0 && slow > w->txn_timeout_ms / 3)
+        slow = w->txn_timeout_ms / 3;
+    if (processing_ms > slow && w->max_batch > 16)
+        w->max_batch /= 2;
+    else if (processing_ms < 2 * w->p->commit_interval_ms && w->max_batch < 100000)
+        w->max_batch += w->max_batch / 4 + 1;
+}
+
 static int commit_batch(ks_worker *w)
 {
     if (!w->in_batch)
         return 0;
     int64_t started = now_ms();
+    int64_t processing = started - w->batch_started_ms;
     int rc = w->eos ? commit_eos(w) : commit_alo(w);
     w->commit_seconds += (double)(now_ms() - started) / 1000.0;
-    /* adapt the batch so that a batch stays well inside the commit interval
-     * and far from transaction.timeout.ms */
-    int64_t took = now_ms() - w->batch_started_ms;
-    if (took > 4 * w->p->commit_interval_ms && w->max_batch > 16)
-        w->max_batch /= 2;
-    else if (took < 2 * w->p->commit_interval_ms && w->max_batch < 100000)
-        w->max_batch += w->max_batch / 4 + 1;
+    adapt_batch_limit(w, processing);
     ks_debug(w->where, "commit of %zu records: %s in %lld ms", w->batch_records,
              rc == 0 ? "ok" : "failed", (long long)(now_ms() - started));
     return rc;
@@ -851,6 +879,9 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         for (int i = 0; i < parts->cnt; i++)
             if (open_task(w, parts->elems[i].partition) != 0)
                 break;
+        if (ks_fair_poll_assign(w->fair, parts) != 0)
+            ks_warn(w->where, "no queue of its own for a partition: its records share the "
+                              "consumer's queue");
         rd_kafka_assign(rk, parts);
         ks_info(w->where, "assigned %d partitions", parts->cnt);
         return;
@@ -864,6 +895,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     for (int i = 0; i < parts->cnt; i++)
         close_task(w, parts->elems[i].partition);
     rd_kafka_assign(rk, NULL);
+    ks_fair_poll_revoke(w->fair, parts);
     ks_info(w->where, "revoked %d partitions", parts->cnt);
 }
 
@@ -1097,6 +1129,42 @@ static void publish_task_counts(ks_worker *w, int32_t p)
     w->published_out[p] = task->records_out;
 }
 
+/* Where a partition that has delivered nothing since its assignment
+ * stands: the group's committed offset, else `low` (auto.offset.reset is
+ * earliest); looked up once per assignment, -1 while unknown. A partition
+ * starved from its start has no position of its own to measure lag by. */
+static int64_t group_position(ks_worker *w, int32_t p, size_t s, int64_t low)
+{
+    int64_t *at = &w->group_pos[slot(w, p, s)];
+    if (*at >= 0)
+        return *at;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, w->p->sources[s].topic, p);
+    if (rd_kafka_committed(w->consumer, l, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        !l->elems[0].err)
+        *at = l->elems[0].offset >= 0 ? l->elems[0].offset : low;
+    rd_kafka_topic_partition_list_destroy(l);
+    return *at;
+}
+
+/* A partition with a backlog and no committed progress for
+ * stall_warning_ms is logged with its lag, again every stall_warning_ms
+ * while it lasts; kstreams_partition_stall_seconds shows every stall. */
+static void watch_stall(ks_worker *w, int32_t p, size_t s, int64_t lag, const char *labels)
+{
+    int warn;
+    int64_t stalled = ks_stall_observe(&w->stalls[slot(w, p, s)], w->committed[slot(w, p, s)],
+                                       lag, now_ms(), w->p->stall_warning_ms, &warn);
+    ks_metrics_set(w->eng->metrics, "kstreams_partition_stall_seconds", labels,
+                   (double)stalled / 1000.0);
+    if (warn)
+        ks_warn(w->where,
+                "partition %s[%d] has made no committed progress for %lld s with %lld records "
+                "to go (committed offset %lld)",
+                w->p->sources[s].topic, (int)p, (long long)(stalled / 1000), (long long)lag,
+                (long long)w->committed[slot(w, p, s)]);
+}
+
 /* Copy this worker's counters into the engine's metrics (about once a
  * second: the registry's lock stays off the per-record path). */
 static void publish_metrics(ks_worker *w)
@@ -1122,12 +1190,18 @@ static void publish_metrics(ks_worker *w)
             int64_t lo, hi, at = w->pos[slot(w, p, s)];
             if (at < 0)
                 at = w->committed[slot(w, p, s)];
-            if (at < 0 || rd_kafka_get_watermark_offsets(w->consumer, w->p->sources[s].topic,
-                                                         p, &lo, &hi) != 0 || hi < 0)
+            if (rd_kafka_get_watermark_offsets(w->consumer, w->p->sources[s].topic, p, &lo,
+                                               &hi) != 0 || hi < 0)
+                continue;
+            if (at < 0)
+                at = group_position(w, p, s, lo);
+            if (at < 0)
                 continue;
             snprintf(l, sizeof l, "topic=\"%s\",partition=\"%d\"", w->p->sources[s].topic,
                      (int)p);
-            ks_metrics_set(m, "kstreams_consumer_lag", l, (double)(hi > at ? hi - at : 0));
+            int64_t lag = hi > at ? hi - at : 0;
+            ks_metrics_set(m, "kstreams_consumer_lag", l, (double)lag);
+            watch_stall(w, p, s, lag, l);
         }
     }
     snprintf(l, sizeof l, "worker=\"%d\"", w->id);
@@ -1148,9 +1222,16 @@ static void *worker_main(void *arg)
     }
     int64_t last_punctuate = 0;
     unsigned unpolled = 0;
+    int idle = 0;
     while (!ks_engine_stopping(w->eng)) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->consumer, 50);
+        /* rebalances and errors; records only of a partition without a
+         * queue of its own. Waits (briefly) only when the partition queues
+         * had nothing last time. */
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->consumer, idle ? 10 : 0);
+        if (!m)
+            m = ks_fair_poll_next(w->fair);
         int got = m != NULL;
+        idle = !got;
         if (m) {
             if (!m->err)
                 process_message(w, m);
@@ -1185,6 +1266,8 @@ static void *worker_main(void *arg)
     else
         abort_batch(w, "engine stopping after a failure");
     rd_kafka_consumer_close(w->consumer);
+    ks_fair_poll_free(w->fair); /* its queues before the consumer goes */
+    w->fair = NULL;
     for (int32_t p = 0; p < w->partitions; p++)
         close_task(w, p);
     ks_info(w->where, "stopped after %llu commits, %llu aborts",
@@ -1198,6 +1281,7 @@ static void free_worker(ks_worker *w)
         return;
     for (int32_t p = 0; w->tasks && p < w->partitions; p++)
         ks_task_destroy(w->tasks[p]);
+    ks_fair_poll_free(w->fair);
     if (w->consumer)
         rd_kafka_destroy(w->consumer);
     if (w->restorer)
@@ -1215,6 +1299,9 @@ static void free_worker(ks_worker *w)
     free(w->committed);
     free(w->published_in);
     free(w->published_out);
+    free(w->stalls);
+    free(w->group_pos);
+    free(w->source_topics);
     for (size_t s = 0; w->changelog_topics && s < w->p->store_count; s++)
         free(w->changelog_topics[s]);
     free(w->changelog_topics);
@@ -1269,6 +1356,17 @@ int ks_worker_start(ks_engine *eng, int id, ks_worker **out, char *err, size_t e
         !(w->probe = new_restorer(w, "read_uncommitted", err, errlen)) ||
         !(w->consumer = new_consumer(w, err, errlen)))
         goto fail;
+    w->source_topics = calloc(w->p->source_count + 1, sizeof *w->source_topics);
+    w->stalls = calloc(slots, sizeof *w->stalls);
+    w->group_pos = calloc(slots, sizeof *w->group_pos);
+    for (size_t s = 0; w->source_topics && s < w->p->source_count; s++)
+        w->source_topics[s] = w->p->sources[s].topic;
+    if (!w->source_topics || !w->stalls || !w->group_pos ||
+        !(w->fair = ks_fair_poll_new(w->consumer, w->source_topics, w->p->source_count,
+                                     w->partitions, FAIR_BURST))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         snprintf(err, errlen, "cannot start worker thread: %s", strerror(errno));
         goto fail;

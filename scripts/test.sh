@@ -7,8 +7,10 @@
 #   scripts/test.sh              everything
 #   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build (faster locally)
 #   KS_TESTS="stateless" scripts/test.sh   only these integration tests
-#   KAFKA_VERSIONS="4.1.1" scripts/test.sh  one broker version (default: 4.1.1
+#   KAFKA_VERSIONS="4.4.0" scripts/test.sh  one broker version (default: 4.4.0
 #       for everything, then 3.9.2 for $SECOND_VERSION_TESTS)
+#   DEFAULTS_BROKER_TESTS="defaults"  suites run again on a broker with
+#       Kafka's default settings (default: "defaults count eos")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -72,9 +74,40 @@ fi
 # Every integration test runs on the first version; the later versions run
 # the suites whose outcome depends on broker behaviour (transactions,
 # fencing, epochs after a timeout: the 3.9/4.x difference of the article).
-KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.1.1 3.9.2}
+# Then, on the first version, two more brokers as users run them: one with
+# Kafka's default settings (auto-creation on; the suites in
+# $DEFAULTS_BROKER_TESTS) and a three-broker cluster (test_cluster, which
+# kills brokers).
+KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.4.0 3.9.2}
 SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos outbox}
+DEFAULTS_BROKER_TESTS=${DEFAULTS_BROKER_TESTS:-defaults count eos}
+OWN_BROKER_TESTS="defaults cluster" # need a broker of their own kind
 first_version=${KAFKA_VERSIONS%% *}
+
+wanted() { # name
+  [ -z "${KS_TESTS:-}" ] || grep -qw "$1" <<<"$KS_TESTS"
+}
+
+run_suite() { # test-path label
+  local t=$1 label=$2 name log start st
+  name=$(basename "$t" | sed -e 's/^test_//' -e 's/\.sh$//')
+  log="$LOGDIR/it-$name-${label// /-}.log"
+  start=$(date +%s)
+  ( cd "$(dirname "$t")" && KS_BUILD=$ROOT/build timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
+  st=$?
+  grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15
+  echo "($name on $label: exit $st in $(( $(date +%s) - start )) s; log $log)"
+  tally "$log" $st
+}
+
+suites() { # every integration test program
+  for t in build/tests/integration/test_* tests/integration/test_*.sh; do
+    [ -x "$t" ] && echo "$t"
+  done
+}
+
+suite_name() { basename "$1" | sed -e 's/^test_//' -e 's/\.sh$//'; }
+
 for version in $KAFKA_VERSIONS; do
   note "integration tests against Kafka $version"
   export KAFKA_VERSION=$version
@@ -86,24 +119,43 @@ for version in $KAFKA_VERSIONS; do
   fi
   trap 'scripts/kafka.sh stop >/dev/null 2>&1' EXIT
   export KS_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
-  for t in build/tests/integration/test_* tests/integration/test_*.sh; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t" | sed -e 's/^test_//' -e 's/\.sh$//')
-    if [ -n "${KS_TESTS:-}" ] && ! grep -qw "$name" <<<"$KS_TESTS"; then continue; fi
+  for t in $(suites); do
+    name=$(suite_name "$t")
+    wanted "$name" || continue
+    grep -qw "$name" <<<"$OWN_BROKER_TESTS" && continue
     if [ "$version" != "$first_version" ] && ! grep -qw "$name" <<<"$SECOND_VERSION_TESTS"; then
       continue
     fi
-    log="$LOGDIR/it-$name-$version.log"
-    start=$(date +%s)
-    ( cd "$(dirname "$t")" && KS_BUILD=$ROOT/build timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
-    st=$?
-    grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15
-    echo "($name on Kafka $version: exit $st in $(( $(date +%s) - start )) s; log $log)"
-    tally "$log" $st
+    run_suite "$t" "Kafka $version" 
   done
   scripts/kafka.sh stop >/dev/null 2>&1
   trap - EXIT
 done
+
+# A broker with Kafka's default settings, on a port of its own.
+defaults_suites=()
+for t in $(suites); do
+  name=$(suite_name "$t")
+  grep -qw "$name" <<<"$DEFAULTS_BROKER_TESTS" && wanted "$name" && defaults_suites+=("$t")
+done
+if [ "${#defaults_suites[@]}" -gt 0 ]; then
+  note "integration tests against Kafka $first_version with Kafka's default settings"
+  dport=$(( ${KAFKA_PORT:-9092} + 100 ))
+  kafka_defaults() { KAFKA_PROFILE=defaults KAFKA_PORT=$dport scripts/kafka.sh "$@"; }
+  kafka_defaults stop >/dev/null 2>&1 || true
+  if ! kafka_defaults start "$first_version"; then
+    echo "kafka $first_version with default settings did not start"
+    failed=$((failed + 1))
+  else
+    trap 'kafka_defaults stop >/dev/null 2>&1' EXIT
+    export KS_BOOTSTRAP=127.0.0.1:$dport
+    for t in "${defaults_suites[@]}"; do
+      run_suite "$t" "Kafka $first_version defaults"
+    done
+    kafka_defaults stop >/dev/null 2>&1
+    trap - EXIT
+  fi
+fi
 
 note "summary"
 echo "$passed passed, $failed failed"

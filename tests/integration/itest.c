@@ -78,17 +78,30 @@ static rd_kafka_t *client(rd_kafka_type_t type, const char *const *props)
     return rk;
 }
 
-int it_create_topic(const char *topic, int partitions)
+rd_kafka_t *it_admin_client(void)
 {
-    rd_kafka_t *rk = client(RD_KAFKA_PRODUCER, NULL);
+    static const char *const props[] = {"allow.auto.create.topics", "false", NULL};
+    return client(RD_KAFKA_PRODUCER, props);
+}
+
+int it_create_topic_with(const char *topic, int partitions, int replication,
+                         const char *const *configs)
+{
+    rd_kafka_t *rk = it_admin_client();
     if (!rk)
         return -1;
     char err[512];
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, err, sizeof err);
+    rd_kafka_NewTopic_t *nt =
+        rd_kafka_NewTopic_new(topic, partitions, replication, err, sizeof err);
+    for (size_t i = 0; nt && configs && configs[i]; i += 2)
+        rd_kafka_NewTopic_set_config(nt, configs[i], configs[i + 1]);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (nt)
+        rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+    rd_kafka_event_t *ev = nt ? rd_kafka_queue_poll(q, 30000) : NULL;
     int rc = -1;
+    if (!nt)
+        fprintf(stderr, "itest: create %s: %s\n", topic, err);
     if (ev) {
         size_t n;
         const rd_kafka_topic_result_t **tr =
@@ -100,9 +113,15 @@ int it_create_topic(const char *topic, int partitions)
         rd_kafka_event_destroy(ev);
     }
     rd_kafka_queue_destroy(q);
-    rd_kafka_NewTopic_destroy(nt);
+    if (nt)
+        rd_kafka_NewTopic_destroy(nt);
     rd_kafka_destroy(rk);
     return rc;
+}
+
+int it_create_topic(const char *topic, int partitions)
+{
+    return it_create_topic_with(topic, partitions, 1, NULL);
 }
 
 static void count_dr(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)

@@ -32,7 +32,15 @@ const char *it_bootstrap(void);
 void it_unique(char *buf, size_t len, const char *base);
 /* A fresh temp directory (under /tmp); caller frees nothing. */
 void it_tempdir(char *buf, size_t len);
+/* Create a topic with replication 1; 0 or -1 (a message on stderr). */
 int it_create_topic(const char *topic, int partitions);
+/* Same with a replication factor (-1: the broker's default) and configs
+ * (NULL or NULL-terminated name, value pairs). */
+int it_create_topic_with(const char *topic, int partitions, int replication,
+                         const char *const *configs);
+/* A producer for admin and metadata calls that never auto-creates a topic
+ * by asking for it; the caller destroys it. NULL on error. */
+rd_kafka_t *it_admin_client(void);
 /* Produce n records made by `make` (fills key/value, NUL-terminated, and
  * may set *partition, -1 for the default partitioner); waits for delivery. */
 typedef void (*it_make_fn)(int i, char *key, size_t klen, char *value, size_t vlen,

@@ -174,7 +174,7 @@ static void test_minimal(void)
     CU_ASSERT_EQUAL(p->commit_interval_ms, 100);
     CU_ASSERT_STRING_EQUAL(p->state_dir, "./state");
     CU_ASSERT_EQUAL(p->workers, 1);
-    CU_ASSERT_EQUAL(p->replication_factor, 1);
+    CU_ASSERT_EQUAL(p->replication_factor, -1);
     CU_ASSERT_EQUAL(p->plugin_count, 0);
     CU_ASSERT_EQUAL(p->plugin_path_count, 0);
     CU_ASSERT_EQUAL(p->poison, KS_POISON_FAIL);
@@ -202,7 +202,7 @@ static void test_minimal(void)
     CU_ASSERT_STRING_EQUAL(p->sinks[0].topic, "output");
     CU_ASSERT_EQUAL(p->sinks[0].key_serde, KS_SERDE_BYTES);
     CU_ASSERT_EQUAL(p->sinks[0].create, 0);
-    CU_ASSERT_EQUAL(p->sinks[0].partitions, 1);
+    CU_ASSERT_EQUAL(p->sinks[0].partitions, 0); /* the sources' count */
     CU_ASSERT_EQUAL(p->sinks[0].mark.line, 9);
     CU_ASSERT_EQUAL(p->sinks[0].mark.col, 5);
     CU_ASSERT_EQUAL(p->sinks[0].from_mark.line, 9);
@@ -579,8 +579,11 @@ static void test_in_memory(void)
     expect_error(BASE "state_dir: \"\"\n",
                  "mem.yaml:4:12: expected a non-empty string for 'state_dir'");
     expect_error(BASE "replication_factor: 40000\n",
-                 "mem.yaml:4:21: 'replication_factor' must be between 1 and "
+                 "mem.yaml:4:21: 'replication_factor' must be between -1 and "
                  "32767, found '40000'");
+    expect_error(BASE "replication_factor: 0\n",
+                 "mem.yaml:4:21: 'replication_factor' must be -1 (the broker's "
+                 "default.replication.factor) or at least 1, found '0'");
     expect_error(BASE "sinks: [ { from: in, topic: o } ]\n"
                       "dead_letter_topic: \"a b\"\n",
                  "mem.yaml:5:20: invalid topic name 'a b'; expected "

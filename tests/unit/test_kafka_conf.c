@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "kafka.h"
+#include "stall.h"
 #include "unit/test_util.h"
 
 #define PIPELINE                                                                         \
@@ -89,6 +90,55 @@ static void test_bad_property_names_its_position(void)
     ks_pipeline_free(p);
 }
 
+/* A client that asks for a missing topic must not make the broker create
+ * it (auto.create.topics.enable=true is Kafka's default): every kind of
+ * client gets allow.auto.create.topics=false, whatever the YAML says. */
+static void test_no_client_auto_creates_topics(void)
+{
+    ks_pipeline *p = pipeline("application: conf-test\n"
+                              "kafka:\n"
+                              "  bootstrap: [127.0.0.1:9]\n"
+                              "  properties: { allow.auto.create.topics: true }\n"
+                              "sources: { in: { topic: in } }\n"
+                              "sinks: [ { from: in, topic: out } ]\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char err[512] = "";
+    rd_kafka_type_t types[] = {RD_KAFKA_PRODUCER, RD_KAFKA_CONSUMER};
+    for (int i = 0; i < 2; i++) {
+        rd_kafka_conf_t *c = ks_kafka_conf(p, types[i], NULL, NULL, err, sizeof err);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+        CU_ASSERT_STRING_EQUAL(get(c, "allow.auto.create.topics"), "false");
+        rd_kafka_conf_destroy(c);
+    }
+    ks_pipeline_free(p);
+}
+
+/* The stalled-partition watch (stall.h): time counts only while there is
+ * a backlog and the committed offset stands still; one warning per limit. */
+static void test_stall_watch(void)
+{
+    ks_stall s = {0};
+    int warn;
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 10, 5, 1000, 3000, &warn), 0);
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 10, 5, 3000, 3000, &warn), 2000);
+    CU_ASSERT_EQUAL(warn, 0);
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 10, 5, 4000, 3000, &warn), 3000);
+    CU_ASSERT_EQUAL(warn, 1);
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 10, 5, 5000, 3000, &warn), 4000);
+    CU_ASSERT_EQUAL(warn, 0); /* warned a second ago */
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 10, 5, 7000, 3000, &warn), 6000);
+    CU_ASSERT_EQUAL(warn, 1); /* again after another limit */
+    /* progress restarts the watch */
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 11, 5, 8000, 3000, &warn), 0);
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 11, 5, 10000, 3000, &warn), 2000);
+    /* caught up: not a stall, however long nothing moves */
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 11, 0, 20000, 3000, &warn), 0);
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 11, 0, 90000, 3000, &warn), 0);
+    CU_ASSERT_EQUAL(warn, 0);
+    /* a backlog appears: counted from then */
+    CU_ASSERT_EQUAL(ks_stall_observe(&s, 11, 3, 91000, 3000, &warn), 1000);
+}
+
 void ks_test_register_kafka_conf(void)
 {
     CU_pSuite s = CU_add_suite("kafka-conf", NULL, NULL);
@@ -96,4 +146,7 @@ void ks_test_register_kafka_conf(void)
                 test_properties_follow_the_client_kind);
     CU_add_test(s, "an unknown property names its YAML position",
                 test_bad_property_names_its_position);
+    CU_add_test(s, "no client of the engine auto-creates a topic",
+                test_no_client_auto_creates_topics);
+    CU_add_test(s, "a stalled partition is noticed once per limit", test_stall_watch);
 }

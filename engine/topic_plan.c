@@ -1,0 +1,96 @@
+/*
+ * topic_plan.c - the topics a pipeline needs, made sure of (topic_plan.h).
+ */
+#include "topic_plan.h"
+
+#include <stdio.h>
+
+#include "kafka.h"
+#include "outbox_requests.h"
+#include "topics.h"
+
+static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *err,
+                   size_t errlen)
+{
+    for (size_t i = 0; i < p->source_count; i++) {
+        const ks_cfg_source *s = &p->sources[i];
+        ks_topic_spec spec = {.topic = s->topic, .what = "source", .create = s->create,
+                              .partitions = s->partitions,
+                              .replication = p->replication_factor};
+        ks_topic_found f;
+        if (ks_topic_ensure(rk, &spec, &f, err, errlen) != 0)
+            return -1;
+        if (*tasks && f.partitions != *tasks) {
+            snprintf(err, errlen,
+                     "source topics are not co-partitioned: %s has %d partitions, others %d",
+                     s->topic, (int)f.partitions, (int)*tasks);
+            return -1;
+        }
+        *tasks = f.partitions;
+    }
+    return 0;
+}
+
+/* Topics the engine writes to (sinks, dead letters, outbox requests): any
+ * partition count will do; created with `partitions` when missing. */
+static int output(rd_kafka_t *rk, const ks_pipeline *p, const char *topic, const char *what,
+                  int create, int32_t partitions, int internal, char *err, size_t errlen)
+{
+    ks_topic_spec spec = {.topic = topic, .what = what, .create = create,
+                          .partitions = partitions, .replication = p->replication_factor,
+                          .internal = internal};
+    return ks_topic_ensure(rk, &spec, NULL, err, errlen);
+}
+
+static int changelogs(rd_kafka_t *rk, const ks_topology *topo, int32_t tasks, char *err,
+                      size_t errlen)
+{
+    const ks_pipeline *p = topo->pipeline;
+    for (size_t i = 0; i < p->store_count; i++) {
+        if (!p->stores[i].changelog)
+            continue;
+        char topic[512];
+        ks_changelog_topic(topo, p->stores[i].name, topic, sizeof topic);
+        ks_topic_spec spec = {.topic = topic, .what = "changelog", .create = 1,
+                              .partitions = tasks, .need_partitions = tasks,
+                              .replication = p->replication_factor, .compact = 1,
+                              .internal = 1};
+        if (ks_topic_ensure(rk, &spec, NULL, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int ks_topic_plan_prepare(ks_topology *topo, char *err, size_t errlen)
+{
+    const ks_pipeline *p = topo->pipeline;
+    rd_kafka_t *rk = ks_kafka_admin_client(p, err, errlen);
+    if (!rk)
+        return -1;
+    int32_t tasks = 0;
+    int rc = -1;
+    if (sources(rk, p, &tasks, err, errlen) != 0)
+        goto out;
+    for (size_t i = 0; i < p->sink_count; i++) {
+        const ks_cfg_sink *s = &p->sinks[i];
+        if (output(rk, p, s->topic, "sink", s->create, s->partitions > 0 ? s->partitions : tasks,
+                   0, err, errlen) != 0)
+            goto out;
+    }
+    if (p->poison == KS_POISON_DEAD_LETTER &&
+        output(rk, p, p->dead_letter_topic, "dead-letter", 1, tasks, 0, err, errlen) != 0)
+        goto out;
+    if (p->outbox) {
+        char topic[512];
+        ks_outbox_requests_topic(p, topic, sizeof topic);
+        if (output(rk, p, topic, "outbox requests", 1, tasks, 1, err, errlen) != 0)
+            goto out;
+    }
+    if (changelogs(rk, topo, tasks, err, errlen) != 0)
+        goto out;
+    topo->partitions = tasks;
+    rc = 0;
+out:
+    rd_kafka_destroy(rk);
+    return rc;
+}
