@@ -123,8 +123,10 @@ static enum MHD_Result get_event(ks_http *h, struct MHD_Connection *c, const cha
     int rc = ks_outbox_get(h->ob, id, &ev);
     if (rc == KS_ERR_NOT_FOUND || rc == KS_ERR_INVALID)
         return fail(c, 404, "no such event");
-    if (rc)
+    if (rc) {
+        ks_error("outbox-http", "GET %s: %s", id, ks_outbox_last_error(h->ob));
         return fail(c, 503, "the outbox cannot be read; see the engine log");
+    }
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "id", ev.id, "status",
                           ks_outbox_status_name(ev.status), "user", ev.user, "topic",
                           ev.topic, "attempts", (int)ev.attempts, "partition",
