@@ -10,7 +10,8 @@
  * order of TOP_KEYS below (inside a mapping: unknown keys first, then the
  * values in schema order, then missing required keys), then names unique,
  * then references (node inputs, sink inputs), then cycles, then stores
- * named by nodes but not declared (created with defaults).
+ * named by nodes but not declared (created with defaults), then stores
+ * declared but named by no node (an error).
  */
 #include "config.h"
 
@@ -1602,6 +1603,75 @@ static int add_used_stores(pctx *c)
     return 0;
 }
 
+/* Edit distance of a and b (insertions, deletions, substitutions), for
+ * pairing a declared store with a misspelt use; names longer than 64 count
+ * as far apart. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[65];
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* A store declared under `stores:` that no node names is an error: its
+ * settings would apply to nothing, while the node that meant it (`store:
+ * sen` for `seen`) silently gets a new store with defaults. The message
+ * names both, the undeclared use closest in spelling. Runs after
+ * add_used_stores, so undeclared uses are the stores with declared 0. */
+static int check_unused_stores(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->store_count; i++) {
+        const ks_cfg_store *st = &p->stores[i];
+        int used = 0;
+        for (size_t n = 0; n < p->node_count && !used; n++)
+            for (size_t k = 0; k < p->nodes[n].store_count && !used; k++)
+                used = strcmp(p->nodes[n].stores[k], st->name) == 0;
+        if (!st->declared || used)
+            continue;
+        const ks_cfg_node *by = NULL;
+        size_t at = 0, best = SIZE_MAX;
+        for (size_t n = 0; n < p->node_count; n++)
+            for (size_t k = 0; k < p->nodes[n].store_count; k++) {
+                const ks_cfg_store *u = ks_pipeline_store(p, p->nodes[n].stores[k]);
+                size_t d = u && !u->declared ? distance(u->name, st->name) : SIZE_MAX;
+                if (d < best) {
+                    best = d;
+                    by = &p->nodes[n];
+                    at = k;
+                }
+            }
+        if (by)
+            return failf(c, st->mark.line, st->mark.col,
+                         "store '%s' is declared but no node uses it; node '%s' names store "
+                         "'%s' at %s:%d:%d, which is not declared (a typo?)",
+                         st->name, by->name, by->stores[at], p->file, by->store_marks[at].line,
+                         by->store_marks[at].col);
+        return failf(c, st->mark.line, st->mark.col,
+                     "store '%s' is declared but no node uses it; name it in a node's "
+                     "'store' or 'stores', or remove it",
+                     st->name);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The top level                                                       */
 /* ------------------------------------------------------------------ */
@@ -1740,7 +1810,7 @@ static int parse_top(pctx *c, const ks_ynode *root)
     }
 
     if (check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
-        add_used_stores(c) != 0)
+        add_used_stores(c) != 0 || check_unused_stores(c) != 0)
         return -1;
     return 0;
 }

@@ -130,8 +130,23 @@ static void test_invalid_fixtures(void)
         nl = strchr(text, '\n');
         if (nl)
             *nl = '\0';
-        /* the error names the path as given: directory + basename */
-        snprintf(want, sizeof want, "%s/%s", FIXTURES, text + strlen(tag));
+        /* the error names the path as given: directory + basename, also
+         * where the message itself points into the file (" at NAME:") */
+        snprintf(want, sizeof want, "%s/", FIXTURES);
+        for (const char *t = text + strlen(tag); *t;) {
+            char at[300];
+            snprintf(at, sizeof at, " at %s:", names[i]);
+            size_t w = strlen(want);
+            if (strncmp(t, at, strlen(at)) == 0) {
+                snprintf(want + w, sizeof want - w, " at %s/%s:", FIXTURES, names[i]);
+                t += strlen(at);
+            } else if (w + 1 < sizeof want) {
+                want[w] = *t++;
+                want[w + 1] = '\0';
+            } else {
+                break;
+            }
+        }
         free(text);
 
         if (ks_pipeline_load(path, &p, err, sizeof err) != -1 || p != NULL) {
@@ -538,6 +553,7 @@ static void test_in_memory(void)
     /* booleans in several spellings, integers with sign */
     p = parse_text(BASE "workers: +3\n"
                         "stores: { s: { changelog: off } }\n"
+                        "nodes: [ { name: n, type: x, from: in, store: s } ]\n"
                         "sinks: [ { from: in, topic: o, create: Yes } ]\n",
                    err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -727,6 +743,16 @@ static void test_many_keys(void)
     CU_ASSERT_STRING_EQUAL(err, "many.yaml:40003:3: duplicate key 'key123'; first defined "
                                 "at line 126");
     free(t);
+
+    /* a declared store no node names, and no undeclared use to pair it with */
+    expect_error(BASE "sinks: [ { from: in, topic: o } ]\nstores: { lonely: {} }\n",
+                 "mem.yaml:5:11: store 'lonely' is declared but no node uses it; name it in "
+                 "a node's 'store' or 'stores', or remove it");
+    /* the closest misspelling is named, not the first undeclared store */
+    expect_error(BASE "sinks: [ { from: in, topic: o } ]\nstores: { seen: {} }\n"
+                      "nodes: [ { name: a, type: x, from: in, stores: [zzz, sen] } ]\n",
+                 "mem.yaml:5:11: store 'seen' is declared but no node uses it; node 'a' names "
+                 "store 'sen' at mem.yaml:6:54, which is not declared (a typo?)");
 
     /* a key repeated three times: the second occurrence, against the first */
     expect_error("a: 1\nb: 2\na: 3\na: 4\n",
