@@ -186,15 +186,6 @@ void ks_httpd_stop(ks_httpd *s)
     free(s);
 }
 
-unsigned long ks_httpd_deadline_closes(const ks_httpd *s)
-{
-    unsigned long n;
-    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
-    n = s->cuts;
-    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
-    return n;
-}
-
 int ks_http_token_equal(const char *given, const char *want)
 {
     if (!given || !want)

@@ -37,9 +37,6 @@ int ks_httpd_start(const char *what, const char *listen, const ks_cfg_http_limit
  * fine. */
 void ks_httpd_stop(ks_httpd *s);
 
-/* Connections closed so far for outliving connection_deadline. */
-unsigned long ks_httpd_deadline_closes(const ks_httpd *s);
-
 /* 1 when `given` equals `want`, in a time that depends on the length of
  * `want` only, never on where the two first differ. NULL never equals. */
 int ks_http_token_equal(const char *given, const char *want);
