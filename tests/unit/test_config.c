@@ -1,7 +1,9 @@
 /*
  * test_config.c - the pipeline YAML: valid fixtures parsed to the expected
  * values, every invalid fixture rejected with exactly the error its first
- * line announces ("# expect: FILE:LINE:COL: message", FILE = basename).
+ * line announces ("# expect: FILE:LINE:COL: message", FILE = basename;
+ * " at FILE:" inside the message, which points at a second place in the
+ * file, is the same basename).
  */
 #include <CUnit/CUnit.h>
 #include <dirent.h>
