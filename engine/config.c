@@ -10,10 +10,12 @@
  * order of TOP_KEYS below (inside a mapping: unknown keys first, then the
  * values in schema order, then missing required keys), then names unique,
  * then references (node inputs, sink inputs), then cycles, then stores
- * named by nodes but not declared (created with defaults).
+ * named by nodes but not declared (created with defaults), then stores
+ * declared but named by no node (an error).
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -118,6 +120,38 @@ const char *ks_serde_name(ks_serde s)
     return "unknown";
 }
 
+int ks_parse_listen(const char *text, unsigned char addr[4], uint16_t *port)
+{
+    if (!text)
+        return -1;
+    const char *colon = strrchr(text, ':');
+    uint64_t p;
+    int n;
+    if (!colon || colon == text || (size_t)(colon - text) > 63)
+        return -1;
+    n = parse_digits(colon + 1, &p);
+    if (n <= 0 || n > 5 || colon[1 + n] != '\0' || p < 1 || p > 65535)
+        return -1;
+    char host[64];
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    struct in_addr in;
+    if (strcmp(host, "localhost") == 0)
+        in.s_addr = htonl(INADDR_LOOPBACK);
+    else if (inet_pton(AF_INET, host, &in) != 1)
+        return -1;
+    memcpy(addr, &in.s_addr, 4);
+    *port = (uint16_t)p;
+    return 0;
+}
+
+int ks_listen_is_loopback(const char *text)
+{
+    unsigned char a[4];
+    uint16_t port;
+    return ks_parse_listen(text, a, &port) == 0 && a[0] == 127;
+}
+
 /* ------------------------------------------------------------------ */
 /* Lookups                                                             */
 /* ------------------------------------------------------------------ */
@@ -189,6 +223,7 @@ void ks_pipeline_free(ks_pipeline *p)
     free_strv(p->plugin_path, p->plugin_path_count);
     free(p->dead_letter_topic);
     free(p->metrics_listen);
+    free(p->metrics_token);
     for (size_t i = 0; i < p->source_count; i++) {
         free(p->sources[i].name);
         free(p->sources[i].topic);
@@ -1169,11 +1204,11 @@ static int parse_kafka(pctx *c, const ks_ynode *kn, const ks_ynode *v)
  * stale_after, retry: { max_attempts }, max_event_bytes,
  * recover_unknown_partition, results_topic }` */
 enum { O_NAME, O_TOPIC, O_LISTEN, O_TOKEN, O_MAX_USERS, O_STALE, O_RETRY, O_MAX_BYTES,
-       O_RECOVER, O_RESULTS, O_N };
+       O_RECOVER, O_RESULTS, O_MAX_CONN, O_IDLE, O_DEADLINE, O_N };
 static const char *const OUTBOX_KEYS[O_N] = {
     "name",        "topic", "listen",          "token", "max_users_per_partition",
     "stale_after", "retry", "max_event_bytes", "recover_unknown_partition",
-    "results_topic"};
+    "results_topic", "max_connections", "idle_timeout", "connection_deadline"};
 
 static int want_duration(pctx *c, const ks_ynode *kn, const ks_ynode *v, int64_t *ms)
 {
@@ -1187,10 +1222,47 @@ static int want_duration(pctx *c, const ks_ynode *kn, const ks_ynode *v, int64_t
     return 0;
 }
 
-/* Loopback: the only addresses served without a token. */
-static int is_loopback(const char *listen)
+/* A listen address as the server will bind it (ks_parse_listen): one that
+ * `check` accepts and `run` cannot bind would defeat `check`. */
+static int want_listen(pctx *c, const ks_ynode *kn, const ks_ynode *v, char **out)
 {
-    return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0;
+    unsigned char a[4];
+    uint16_t port;
+    if (want_string(c, kn, v, out) != 0)
+        return -1;
+    if (!is_host_port(*out))
+        return FAIL_AT(c, v, "invalid address '%s' for '%s'; expected host:port", *out,
+                       kn->text);
+    if (ks_parse_listen(*out, a, &port) != 0)
+        return FAIL_AT(c, v,
+                       "invalid address '%s' for '%s'; expected an IPv4 address or "
+                       "localhost, and a port (e.g. 127.0.0.1:9400)",
+                       *out, kn->text);
+    return 0;
+}
+
+/* The limits keys shared by `outbox:` and `metrics:`, any of them NULL. */
+static int want_limits(pctx *c, const ks_ynode *const kn[3], const ks_ynode *const v[3],
+                       ks_cfg_http_limits *l)
+{
+    if (v[0] && want_int(c, kn[0], v[0], 1, KS_HTTP_MAX_CONNECTIONS_LIMIT,
+                         &l->max_connections) != 0)
+        return -1;
+    if (v[1]) {
+        if (want_duration(c, kn[1], v[1], &l->idle_timeout_ms) != 0)
+            return -1;
+        if (l->idle_timeout_ms < 1000 || l->idle_timeout_ms > 3600 * 1000)
+            return FAIL_AT(c, v[1], "'%s' must be between 1s and 1h, found '%s'",
+                           kn[1]->text, v[1]->text);
+    }
+    if (v[2]) {
+        if (want_duration(c, kn[2], v[2], &l->connection_deadline_ms) != 0)
+            return -1;
+        if (l->connection_deadline_ms < 100 || l->connection_deadline_ms > 86400 * 1000)
+            return FAIL_AT(c, v[2], "'%s' must be between 100ms and 1d, found '%s'",
+                           kn[2]->text, v[2]->text);
+    }
+    return 0;
 }
 
 static int parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v)
@@ -1208,6 +1280,7 @@ static int parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     o->max_attempts = 5;
     o->max_event_bytes = 65536;
     o->recover_unknown_partition = 1;
+    o->limits = (ks_cfg_http_limits){64, 10000, 30000};
     if (f.val[O_NAME]) {
         if (want_string(c, f.key[O_NAME], f.val[O_NAME], &o->name) != 0)
             return -1;
@@ -1221,14 +1294,8 @@ static int parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     if (f.val[O_RESULTS] &&
         want_topic(c, f.key[O_RESULTS], f.val[O_RESULTS], &o->results_topic) != 0)
         return -1;
-    if (f.val[O_LISTEN]) {
-        if (want_string(c, f.key[O_LISTEN], f.val[O_LISTEN], &o->listen) != 0)
-            return -1;
-        if (!is_host_port(o->listen))
-            return FAIL_AT(c, f.val[O_LISTEN],
-                           "invalid address '%s' for 'listen'; expected host:port",
-                           o->listen);
-    }
+    if (f.val[O_LISTEN] && want_listen(c, f.key[O_LISTEN], f.val[O_LISTEN], &o->listen) != 0)
+        return -1;
     if (f.val[O_TOKEN] && want_string(c, f.key[O_TOKEN], f.val[O_TOKEN], &o->token) != 0)
         return -1;
     if (f.val[O_MAX_USERS] && want_int(c, f.key[O_MAX_USERS], f.val[O_MAX_USERS], 1,
@@ -1260,17 +1327,57 @@ static int parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     if (f.val[O_RECOVER] && want_bool(c, f.key[O_RECOVER], f.val[O_RECOVER],
                                       &o->recover_unknown_partition) != 0)
         return -1;
+    if (want_limits(c, &f.key[O_MAX_CONN], &f.val[O_MAX_CONN], &o->limits) != 0)
+        return -1;
     if (!f.val[O_NAME])
         return missing(c, v, "outbox", "name");
     if (!f.val[O_TOPIC])
         return missing(c, v, "outbox", "topic");
     if (!o->listen && !(o->listen = strdup("127.0.0.1:8470")))
         return oom(c, v);
-    if (!is_loopback(o->listen) && !o->token)
+    if (!ks_listen_is_loopback(o->listen) && !o->token)
         return FAIL_AT(c, f.val[O_LISTEN] ? f.val[O_LISTEN] : v,
                        "outbox listens on '%s', which is not a loopback address: set "
                        "'token' (clients then send Authorization: Bearer <token>)",
                        o->listen);
+    return 0;
+}
+
+/* `metrics: HOST:PORT`, or `metrics: { listen, token, max_connections,
+ * idle_timeout, connection_deadline }`. */
+enum { M_LISTEN, M_TOKEN, M_MAX_CONN, M_IDLE, M_DEADLINE, M_N };
+static const char *const METRICS_KEYS[M_N] = {"listen", "token", "max_connections",
+                                              "idle_timeout", "connection_deadline"};
+
+static int parse_metrics(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    ks_pipeline *p = c->p;
+    const ks_ynode *at = v;
+    p->metrics_limits = (ks_cfg_http_limits){16, 10000, 10000};
+    if (v->kind == KS_Y_MAP) {
+        fields f;
+        if (take_fields(c, v, "metrics", METRICS_KEYS, M_N, &f) != 0)
+            return -1;
+        if (!f.val[M_LISTEN])
+            return missing(c, v, "metrics", "listen");
+        if (want_listen(c, f.key[M_LISTEN], f.val[M_LISTEN], &p->metrics_listen) != 0)
+            return -1;
+        if (f.val[M_TOKEN] &&
+            want_string(c, f.key[M_TOKEN], f.val[M_TOKEN], &p->metrics_token) != 0)
+            return -1;
+        if (want_limits(c, &f.key[M_MAX_CONN], &f.val[M_MAX_CONN], &p->metrics_limits) != 0)
+            return -1;
+        at = f.val[M_LISTEN];
+    } else if (want_listen(c, kn, v, &p->metrics_listen) != 0) {
+        return -1;
+    }
+    /* topic names, build ids and backlogs are not for the network at large */
+    if (!ks_listen_is_loopback(p->metrics_listen) && !p->metrics_token)
+        return FAIL_AT(c, at,
+                       "metrics listen on '%s', which is not a loopback address: write "
+                       "metrics: { listen: %s, token: ... } (scrapers then send "
+                       "Authorization: Bearer <token>)",
+                       p->metrics_listen, p->metrics_listen);
     return 0;
 }
 
@@ -1496,6 +1603,75 @@ static int add_used_stores(pctx *c)
     return 0;
 }
 
+/* Edit distance of a and b (insertions, deletions, substitutions), for
+ * pairing a declared store with a misspelt use; names longer than 64 count
+ * as far apart. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[65];
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* A store declared under `stores:` that no node names is an error: its
+ * settings would apply to nothing, while the node that meant it (`store:
+ * sen` for `seen`) silently gets a new store with defaults. The message
+ * names both, the undeclared use closest in spelling. Runs after
+ * add_used_stores, so undeclared uses are the stores with declared 0. */
+static int check_unused_stores(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->store_count; i++) {
+        const ks_cfg_store *st = &p->stores[i];
+        int used = 0;
+        for (size_t n = 0; n < p->node_count && !used; n++)
+            for (size_t k = 0; k < p->nodes[n].store_count && !used; k++)
+                used = strcmp(p->nodes[n].stores[k], st->name) == 0;
+        if (!st->declared || used)
+            continue;
+        const ks_cfg_node *by = NULL;
+        size_t at = 0, best = SIZE_MAX;
+        for (size_t n = 0; n < p->node_count; n++)
+            for (size_t k = 0; k < p->nodes[n].store_count; k++) {
+                const ks_cfg_store *u = ks_pipeline_store(p, p->nodes[n].stores[k]);
+                size_t d = u && !u->declared ? distance(u->name, st->name) : SIZE_MAX;
+                if (d < best) {
+                    best = d;
+                    by = &p->nodes[n];
+                    at = k;
+                }
+            }
+        if (by)
+            return failf(c, st->mark.line, st->mark.col,
+                         "store '%s' is declared but no node uses it; node '%s' names store "
+                         "'%s' at %s:%d:%d, which is not declared (a typo?)",
+                         st->name, by->name, by->stores[at], p->file, by->store_marks[at].line,
+                         by->store_marks[at].col);
+        return failf(c, st->mark.line, st->mark.col,
+                     "store '%s' is declared but no node uses it; name it in a node's "
+                     "'store' or 'stores', or remove it",
+                     st->name);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* The top level                                                       */
 /* ------------------------------------------------------------------ */
@@ -1609,15 +1785,8 @@ static int parse_top(pctx *c, const ks_ynode *root)
     if ((v = f.val[T_DEAD_LETTER]) &&
         want_topic(c, f.key[T_DEAD_LETTER], v, &p->dead_letter_topic) != 0)
         return -1;
-    if ((v = f.val[T_METRICS])) {
-        if (want_string(c, f.key[T_METRICS], v, &p->metrics_listen) != 0)
-            return -1;
-        if (!is_host_port(p->metrics_listen))
-            return FAIL_AT(c, v,
-                           "invalid address '%s' for 'metrics'; expected "
-                           "host:port",
-                           p->metrics_listen);
-    }
+    if ((v = f.val[T_METRICS]) && parse_metrics(c, f.key[T_METRICS], v) != 0)
+        return -1;
     if ((v = f.val[T_STORES]) && parse_stores(c, f.key[T_STORES], v) != 0)
         return -1;
     if ((v = f.val[T_SOURCES]) && parse_sources(c, f.key[T_SOURCES], v) != 0)
@@ -1649,7 +1818,7 @@ static int parse_top(pctx *c, const ks_ynode *root)
     }
 
     if (check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
-        add_used_stores(c) != 0)
+        add_used_stores(c) != 0 || check_unused_stores(c) != 0)
         return -1;
     return 0;
 }

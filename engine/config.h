@@ -115,6 +115,18 @@ typedef struct ks_cfg_sink {
     ks_mark topic_mark; /* of the `topic:` value                      */
 } ks_cfg_sink;
 
+/* What one HTTP server (the outbox's, the metrics') lets a client hold
+ * (docs/reliability.md): keys max_connections, idle_timeout and
+ * connection_deadline of `outbox:` and of `metrics:`. */
+typedef struct ks_cfg_http_limits {
+    int64_t max_connections;        /* open at once; more wait unaccepted   */
+    int64_t idle_timeout_ms;        /* silent this long: closed (whole s)   */
+    int64_t connection_deadline_ms; /* a connection's whole life, however
+                                       busy (slow senders, keep-alive)    */
+} ks_cfg_http_limits;
+
+#define KS_HTTP_MAX_CONNECTIONS_LIMIT 1000 /* below the usual 1024 fds */
+
 /* `outbox:` - the durable outbox, its HTTP endpoint and its dispatcher
  * (docs/outbox-and-mailbox.md). */
 typedef struct ks_cfg_outbox {
@@ -128,6 +140,7 @@ typedef struct ks_cfg_outbox {
     int64_t max_attempts;            /* retry: { max_attempts }; 5     */
     int64_t max_event_bytes;         /* request body limit; 64 KiB     */
     int recover_unknown_partition;   /* default true                   */
+    ks_cfg_http_limits limits;       /* 64 connections, 10s idle, 30s  */
     ks_mark mark;
 } ks_cfg_outbox;
 
@@ -152,7 +165,11 @@ typedef struct ks_pipeline {
     size_t plugin_path_count;
     ks_poison_policy poison;         /* `poison: fail|skip|dead-letter` */
     char *dead_letter_topic;         /* default <application>-dlq */
-    char *metrics_listen;            /* `metrics: 127.0.0.1:9400`; NULL = off */
+    char *metrics_listen;            /* `metrics: 127.0.0.1:9400`, or its
+                                        `listen:`; NULL = off            */
+    char *metrics_token;             /* Bearer token; required when
+                                        metrics_listen is not loopback   */
+    ks_cfg_http_limits metrics_limits; /* 16 connections, 10s idle, 10s */
     ks_cfg_source *sources;
     size_t source_count;
     ks_cfg_node *nodes;
@@ -194,5 +211,15 @@ int ks_parse_duration_ms(const char *text, int64_t *ms);
 int ks_parse_size(const char *text, uint64_t *bytes);
 
 const char *ks_serde_name(ks_serde s);
+
+/* A listen address as the HTTP servers bind it: "A.B.C.D:PORT" (an IPv4
+ * literal, parsed exactly with inet_pton) or "localhost:PORT", port
+ * 1..65535 in decimal digits. 0 with *addr (4 bytes, network order) and
+ * *port, or -1 when malformed ("127.0.0.1.example.com:80" is). */
+int ks_parse_listen(const char *text, unsigned char addr[4], uint16_t *port);
+
+/* 1 when `text` parses (ks_parse_listen) to an address in 127.0.0.0/8,
+ * else 0: the only addresses served without a token. */
+int ks_listen_is_loopback(const char *text);
 
 #endif /* KS_CONFIG_H */

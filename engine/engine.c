@@ -100,8 +100,8 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     ks_outbox_service *outbox = NULL;
     /* metrics first: the outbox's backlog matters most while Kafka is down */
     eng.metrics = ks_metrics_new();
-    if (p->metrics_listen && ks_metrics_serve(eng.metrics, p->metrics_listen, err,
-                                              sizeof err) != 0)
+    if (p->metrics_listen && ks_metrics_serve(eng.metrics, p->metrics_listen, p->metrics_token,
+                                              &p->metrics_limits, err, sizeof err) != 0)
         ks_warn("engine", "%s: metrics are off", err);
     if (p->outbox && ks_outbox_service_start(p, eng.metrics, &outbox, err, sizeof err) != 0) {
         ks_error("engine", "%s", err);
@@ -127,10 +127,7 @@ int ks_engine_run(ks_topology *topo, const char *instance)
             eng.instance);
     for (size_t i = 0; i < topo->plugin_count; i++) {
         const ks_plugin_descriptor *d = topo->plugins[i]->desc;
-        char labels[1024];
-        snprintf(labels, sizeof labels, "plugin=\"%s\",version=\"%s\",build_id=\"%s\"",
-                 d->name, d->version, d->build_id);
-        ks_metrics_set(eng.metrics, "kstreams_plugin_info", labels, 1);
+        ks_metrics_plugin_info(eng.metrics, d->name, d->version, d->build_id);
     }
     /* hot deploy: started before the workers, which call into it */
     char copy_dir[4096];

@@ -1,22 +1,26 @@
 /*
- * http.c - see http.h. One libmicrohttpd daemon with its own polling
- * thread; request bodies are collected up to max_event_bytes, parsed with
- * jansson, and written with ks_outbox_enqueue (durable on return) before
- * the answer is sent.
+ * http.c - see http.h. One libmicrohttpd daemon (httpd.c: limits and
+ * deadline) with its own polling thread. The token and the announced
+ * Content-Length are checked on the first callback, with the headers
+ * only, so a client without the token or with an oversized body is
+ * answered (401, 413) before one byte of its body is read. Bodies are then
+ * collected up to max_event_bytes, parsed with jansson, and written with
+ * ks_outbox_enqueue (durable on return) before the answer is sent.
  */
 #include "http.h"
 
-#include <arpa/inet.h>
+#include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "httpd.h"
 #include "log.h"
 
 struct ks_http {
-    struct MHD_Daemon *mhd;
+    ks_httpd *server;
     ks_outbox *ob;
     const ks_cfg_outbox *cfg;
 };
@@ -28,36 +32,22 @@ typedef struct body {
     int too_large;
 } body;
 
+/* Answer with obj (taken; NULL when it could not be built). A body that
+ * cannot be encoded still leaves a status line (ks_http_send). */
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, json_t *obj)
 {
-    char *text = json_dumps(obj, JSON_COMPACT);
+    char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
     json_decref(obj);
-    if (!text)
-        return MHD_NO;
-    size_t len = strlen(text);
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(c, code, r);
-    MHD_destroy_response(r);
-    return ret;
+    return ks_http_send(c, code, "application/json", text, text ? strlen(text) : 0);
 }
 
+/* `why` may echo the client's bytes (a URL segment): cleaned to valid
+ * UTF-8 first, which JSON needs. */
 static enum MHD_Result fail(struct MHD_Connection *c, unsigned code, const char *why)
 {
-    return reply(c, code, json_pack("{s:s}", "error", why));
-}
-
-static int authorized(ks_http *h, struct MHD_Connection *c)
-{
-    if (!h->cfg->token)
-        return 1;
-    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return a && strncmp(a, "Bearer ", 7) == 0 && strcmp(a + 7, h->cfg->token) == 0;
+    char clean[1024];
+    ks_http_clean_text(why, clean, sizeof clean);
+    return reply(c, code, json_pack("{s:s}", "error", clean));
 }
 
 static enum MHD_Result post_event(ks_http *h, struct MHD_Connection *c, const body *b)
@@ -123,8 +113,10 @@ static enum MHD_Result get_event(ks_http *h, struct MHD_Connection *c, const cha
     int rc = ks_outbox_get(h->ob, id, &ev);
     if (rc == KS_ERR_NOT_FOUND || rc == KS_ERR_INVALID)
         return fail(c, 404, "no such event");
-    if (rc)
+    if (rc) {
+        ks_error("outbox-http", "GET %s: %s", id, ks_outbox_last_error(h->ob));
         return fail(c, 503, "the outbox cannot be read; see the engine log");
+    }
     json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "id", ev.id, "status",
                           ks_outbox_status_name(ev.status), "user", ev.user, "topic",
                           ev.topic, "attempts", (int)ev.attempts, "partition",
@@ -135,14 +127,14 @@ static enum MHD_Result get_event(ks_http *h, struct MHD_Connection *c, const cha
     if (o && ev.result)
         json_object_set_new(o, "result", json_string(ev.result));
     ks_outbox_event_clear(&ev);
-    return o ? reply(c, 200, o) : MHD_NO;
+    if (!o) /* a stored text that is not UTF-8: the row is damaged */
+        ks_error("outbox-http", "GET %s: the stored event is not valid UTF-8", id);
+    return o ? reply(c, 200, o) : fail(c, 500, "the event cannot be shown; see the engine log");
 }
 
 static enum MHD_Result route(ks_http *h, struct MHD_Connection *c, const char *url,
                              const char *method, const body *b)
 {
-    if (!authorized(h, c))
-        return fail(c, 401, "missing or wrong bearer token");
     static const char ev_prefix[] = "/outbox/events/";
     if (strncmp(url, ev_prefix, sizeof ev_prefix - 1) == 0) {
         if (strcmp(method, "GET") != 0)
@@ -173,6 +165,31 @@ static enum MHD_Result route(ks_http *h, struct MHD_Connection *c, const char *u
     return post_event(h, c, b);
 }
 
+/* The first callback, headers only: 0 to go on reading the body, or 1
+ * with the answer already queued in *ret. */
+static int refuse_early(ks_http *h, struct MHD_Connection *c, enum MHD_Result *ret)
+{
+    if (!ks_http_authorized(c, h->cfg->token)) {
+        *ret = fail(c, 401, "missing or wrong bearer token");
+        return 1;
+    }
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (errno == ERANGE || n > (unsigned long long)h->cfg->max_event_bytes) {
+            char why[200];
+            snprintf(why, sizeof why, "event larger than max_event_bytes (%lld bytes)",
+                     (long long)h->cfg->max_event_bytes);
+            *ret = fail(c, 413, why);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -182,6 +199,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     ks_http *h = cls;
     body *b = *con_cls;
     if (!b) { /* first call: headers only */
+        enum MHD_Result ret;
+        if (refuse_early(h, c, &ret))
+            return ret; /* libmicrohttpd reads no body after an answer */
         if (!(b = calloc(1, sizeof *b)))
             return MHD_NO;
         *con_cls = b;
@@ -189,13 +209,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_data_size) {
         size_t n = *upload_data_size;
+        size_t max = (size_t)h->cfg->max_event_bytes;
         *upload_data_size = 0;
-        if (b->too_large || b->len + n > (size_t)h->cfg->max_event_bytes) {
-            b->too_large = 1; /* keep reading, answer 413 at the end */
+        /* a chunked body announces no length: drop what is over the limit
+         * (nothing is kept) and answer 413 at its end, within the deadline */
+        if (b->too_large || n > max - b->len) {
+            b->too_large = 1;
             return MHD_YES;
         }
         if (b->len + n + 1 > b->cap) {
             size_t cap = (b->len + n + 1) * 2;
+            if (cap > max + 1)
+                cap = max + 1;
             char *d = realloc(b->data, cap);
             if (!d)
                 return MHD_NO;
@@ -225,37 +250,23 @@ int ks_http_start(ks_outbox *ob, const ks_cfg_outbox *cfg, ks_http **out, char *
                   size_t errlen)
 {
     *out = NULL;
-    char host[256];
-    const char *colon = strrchr(cfg->listen, ':');
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    int port = colon ? atoi(colon + 1) : 0;
-    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - cfg->listen) : 0, cfg->listen);
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof host, "127.0.0.1");
-    if (port <= 0 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        snprintf(err, errlen, "outbox listen address '%s': expected IPv4:port", cfg->listen);
-        return KS_ERR_INVALID;
-    }
-    sa.sin_port = htons((uint16_t)port);
     ks_http *h = calloc(1, sizeof *h);
     if (!h)
         return KS_ERR_NOMEM;
     h->ob = ob;
     h->cfg = cfg;
-    h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL,
-                              on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_END);
-    if (!h->mhd) {
-        snprintf(err, errlen, "outbox HTTP endpoint: cannot listen on %s (in use?)",
-                 cfg->listen);
+    int rc = ks_httpd_start("outbox HTTP endpoint", cfg->listen, &cfg->limits, on_request, h,
+                            on_completed, h, &h->server, err, errlen);
+    if (rc) {
         free(h);
-        return KS_ERR_IO;
+        return rc;
     }
-    ks_info("outbox-http", "outbox '%s' accepting events on http://%s/outbox/%s/events",
-            cfg->name, cfg->listen, cfg->name);
+    ks_info("outbox-http",
+            "outbox '%s' accepting events on http://%s/outbox/%s/events (at most %lld "
+            "connections, idle timeout %lld ms, deadline %lld ms)",
+            cfg->name, cfg->listen, cfg->name, (long long)cfg->limits.max_connections,
+            (long long)cfg->limits.idle_timeout_ms,
+            (long long)cfg->limits.connection_deadline_ms);
     *out = h;
     return 0;
 }
@@ -264,6 +275,6 @@ void ks_http_stop(ks_http *h)
 {
     if (!h)
         return;
-    MHD_stop_daemon(h->mhd);
+    ks_httpd_stop(h->server);
     free(h);
 }

@@ -9,7 +9,12 @@
  *
  * Binds 127.0.0.1:8470 unless `listen:` says otherwise; config.c refuses a
  * non-loopback address without `token:`. With a token every request needs
- * "Authorization: Bearer <token>". Accepting events needs no Kafka.
+ * "Authorization: Bearer <token>" (compared in constant time). The token
+ * and a Content-Length over max_event_bytes are refused (401, 413) with the
+ * headers, before any body byte is read; a chunked body over the limit is
+ * read and dropped, then 413. Every request gets a status line, also when
+ * its error text cannot be JSON-encoded. Connections are limited as
+ * `limits` says (httpd.h). Accepting events needs no Kafka.
  */
 #ifndef KS_HTTP_H
 #define KS_HTTP_H

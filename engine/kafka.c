@@ -81,11 +81,24 @@ static int property_applies(const char *name, rd_kafka_type_t type)
     return scope == '*' || (scope == 'C') == (type == RD_KAFKA_CONSUMER);
 }
 
+void ks_kafka_log_line(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    /* syslog levels: 0..3 error, 4 warning, 5..6 notice/info, 7 debug */
+    ks_log_level l = level <= 3   ? KS_LOG_ERROR
+                     : level == 4 ? KS_LOG_WARN
+                     : level <= 6 ? KS_LOG_INFO
+                                  : KS_LOG_DEBUG;
+    ks_log(l, "librdkafka", "%s %s: %s", rk ? rd_kafka_name(rk) : "-", fac ? fac : "-",
+           buf ? buf : "");
+}
+
 rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, rd_kafka_type_t type,
                                const char *const *extra, const char *const *forced, char *err,
                                size_t errlen)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    /* librdkafka's lines go through the engine's log (levels, JSON mode) */
+    rd_kafka_conf_set_log_cb(conf, ks_kafka_log_line);
     char servers[2048] = "";
     for (size_t i = 0; i < p->bootstrap_count; i++) {
         size_t at = strlen(servers);

@@ -10,6 +10,12 @@
 
 #include "config.h"
 
+/* librdkafka's log callback, set on every conf ks_kafka_conf makes: one
+ * line of the engine's log ("[librdkafka] rdkafka#producer-1 FAC: text"),
+ * syslog level 0..3 as ERROR, 4 WARN, 5..6 INFO, 7 DEBUG; so KS_LOG_LEVEL
+ * and KS_LOG_JSON apply to librdkafka's lines too. Any thread. */
+void ks_kafka_log_line(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
 /* Base config for a client of `type`: bootstrap servers, the settings that
  * matter for speed and correctness (HAZARDS.md), then `defaults`
  * (NULL-terminated name, value pairs; may be NULL), then the pipeline's

@@ -4,15 +4,14 @@
  */
 #include "metrics.h"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "httpd.h"
 #include "kstreams/kstreams.h"
 #include "log.h"
 
@@ -26,7 +25,8 @@ struct ks_metrics {
     pthread_mutex_t lock;
     sample *samples;
     size_t count, cap;
-    struct MHD_Daemon *mhd;
+    ks_httpd *server;
+    char *token; /* NULL: none needed */
 };
 
 /* HELP and TYPE of the engine's own families; others are plugin counters. */
@@ -70,8 +70,8 @@ void ks_metrics_free(ks_metrics *m)
 {
     if (!m)
         return;
-    if (m->mhd)
-        MHD_stop_daemon(m->mhd);
+    ks_httpd_stop(m->server);
+    free(m->token);
     for (size_t i = 0; i < m->count; i++) {
         free(m->samples[i].name);
         free(m->samples[i].labels);
@@ -223,6 +223,36 @@ int ks_metrics_render(ks_metrics *m, char **out, size_t *len)
     return 0;
 }
 
+size_t ks_metrics_escape_label(const char *value, char *out, size_t outlen)
+{
+    size_t o = 0;
+    for (const char *v = value ? value : ""; *v; v++) {
+        const char *esc = *v == '\\' ? "\\\\" : *v == '"' ? "\\\"" : *v == '\n' ? "\\n" : NULL;
+        size_t n = esc ? 2 : 1;
+        if (o + n >= outlen) /* never half an escape */
+            break;
+        if (esc)
+            memcpy(out + o, esc, 2);
+        else
+            out[o] = *v;
+        o += n;
+    }
+    if (outlen)
+        out[o] = '\0';
+    return o;
+}
+
+void ks_metrics_plugin_info(ks_metrics *m, const char *plugin, const char *version,
+                            const char *build_id)
+{
+    char p[200], v[200], b[200], labels[700];
+    ks_metrics_escape_label(plugin, p, sizeof p);
+    ks_metrics_escape_label(version, v, sizeof v);
+    ks_metrics_escape_label(build_id, b, sizeof b);
+    snprintf(labels, sizeof labels, "plugin=\"%s\",version=\"%s\",build_id=\"%s\"", p, v, b);
+    ks_metrics_set(m, "kstreams_plugin_info", labels, 1);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **con_cls)
@@ -235,45 +265,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     char *body = NULL;
     size_t len = 0;
     unsigned status = MHD_HTTP_OK;
-    if (strcmp(method, "GET") != 0 || (strcmp(url, "/metrics") != 0 && strcmp(url, "/") != 0)) {
+    /* answered on the first callback: a body sent along is never read */
+    if (!ks_http_authorized(c, m->token)) {
+        status = MHD_HTTP_UNAUTHORIZED;
+        body = strdup("missing or wrong bearer token\n");
+    } else if (strcmp(method, "GET") != 0 ||
+               (strcmp(url, "/metrics") != 0 && strcmp(url, "/") != 0)) {
         status = MHD_HTTP_NOT_FOUND;
         body = strdup("not found: GET /metrics\n");
-        len = body ? strlen(body) : 0;
     } else if (ks_metrics_render(m, &body, &len) != 0) {
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+        body = NULL;
     }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE
-                                                                        : MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4");
-    enum MHD_Result rc = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    return rc;
+    if (body && status != MHD_HTTP_OK)
+        len = strlen(body);
+    return ks_http_send(c, status, "text/plain; version=0.0.4", body, len);
 }
 
-int ks_metrics_serve(ks_metrics *m, const char *listen, char *err, size_t errlen)
+int ks_metrics_serve(ks_metrics *m, const char *listen, const char *token,
+                     const ks_cfg_http_limits *limits, char *err, size_t errlen)
 {
-    const char *colon = strrchr(listen, ':');
-    char host[256];
-    struct sockaddr_in sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    int port = colon ? atoi(colon + 1) : 0;
-    snprintf(host, sizeof host, "%.*s", colon ? (int)(colon - listen) : 0, listen);
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof host, "127.0.0.1");
-    if (port <= 0 || port > 65535 || inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        snprintf(err, errlen, "metrics endpoint '%s': expected IPv4:port", listen);
-        return KS_ERR_INVALID;
-    }
-    sa.sin_port = htons((uint16_t)port);
-    m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD, (uint16_t)port, NULL, NULL,
-                              on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
-    if (!m->mhd) {
-        snprintf(err, errlen, "metrics endpoint: cannot listen on %s (in use?)", listen);
-        return KS_ERR_IO;
-    }
-    ks_info("metrics", "Prometheus metrics on http://%s/metrics", listen);
+    if (token && !(m->token = strdup(token)))
+        return KS_ERR_NOMEM;
+    int rc = ks_httpd_start("metrics endpoint", listen, limits, on_request, m, NULL, NULL,
+                            &m->server, err, errlen);
+    if (rc)
+        return rc;
+    ks_info("metrics", "Prometheus metrics on http://%s/metrics%s", listen,
+            token ? " (bearer token required)" : "");
     return 0;
 }

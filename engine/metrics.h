@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "config.h"
+
 typedef struct ks_metrics ks_metrics;
 
 /* A new empty registry, or NULL when out of memory. Free with
@@ -20,8 +22,10 @@ ks_metrics *ks_metrics_new(void);
 void ks_metrics_free(ks_metrics *m);
 
 /* Set / add to the sample name{labels}; `labels` is the Prometheus label
- * text without braces (e.g. `task="3",node="count"`), or "" for none. Both
- * strings are copied. Thread-safe. A NULL registry is ignored. */
+ * text without braces (e.g. `task="3",node="count"`), or "" for none, its
+ * values already escaped (ks_metrics_escape_label) unless they are known
+ * to hold no backslash, quote or newline. Both strings are copied.
+ * Thread-safe. A NULL registry is ignored. */
 void ks_metrics_set(ks_metrics *m, const char *name, const char *labels, double value);
 void ks_metrics_add(ks_metrics *m, const char *name, const char *labels, double delta);
 
@@ -33,8 +37,21 @@ double ks_metrics_get(ks_metrics *m, const char *name, const char *labels);
  * KS_ERR_NOMEM. */
 int ks_metrics_render(ks_metrics *m, char **text, size_t *len);
 
-/* Serve GET /metrics on `listen` ("IPv4:port"). 0, or a negative ks_err
- * with err set ("metrics endpoint: ..."). */
-int ks_metrics_serve(ks_metrics *m, const char *listen, char *err, size_t errlen);
+/* A label value escaped for the text format: \ as \\, " as \", newline
+ * as \n. Writes at most outlen - 1 characters and the NUL (cutting only
+ * between whole escapes); returns the length written. */
+size_t ks_metrics_escape_label(const char *value, char *out, size_t outlen);
+
+/* kstreams_plugin_info{plugin,version,build_id} = 1; the three are a
+ * plugin's own strings, escaped here. */
+void ks_metrics_plugin_info(ks_metrics *m, const char *plugin, const char *version,
+                            const char *build_id);
+
+/* Serve GET /metrics on `listen` (ks_parse_listen) within `limits`; with
+ * a `token` (copied; NULL: none) every request needs "Authorization:
+ * Bearer <token>" (401 otherwise, checked before anything else). 0, or a
+ * negative ks_err with err set ("metrics endpoint ..."). */
+int ks_metrics_serve(ks_metrics *m, const char *listen, const char *token,
+                     const ks_cfg_http_limits *limits, char *err, size_t errlen);
 
 #endif /* KS_METRICS_H */

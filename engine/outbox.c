@@ -13,7 +13,7 @@
  *   (partition_assign.c adds its own databases to the same env)
  *
  * Row encoding (native byte order: the env is local to one host):
- *   struct row_hdr, then user, topic, key, payload, last_error, result
+ *   ks_outbox_row_hdr (outbox.h), then user, topic, key, payload, last_error, result
  *   back to back, lengths in the header (key_len UINT32_MAX: no key).
  *
  * Invariant: a row is in "active" iff its status is PREQUEUED, PENDING or
@@ -46,17 +46,7 @@ struct ks_outbox {
     uint64_t entered[KS_OUTBOX_STATUS_COUNT], entering[KS_OUTBOX_STATUS_COUNT];
 };
 
-typedef struct row_hdr {
-    uint8_t version;
-    uint8_t status;
-    uint8_t pad[2];
-    int32_t attempts;
-    int32_t partition;
-    uint32_t user_len, topic_len, key_len, error_len, result_len;
-    uint64_t payload_len;
-    int64_t offset;
-    int64_t created_ms, updated_ms, claimed_ms;
-} row_hdr;
+typedef ks_outbox_row_hdr row_hdr;
 
 int64_t ks_outbox_now_ms(void)
 {
@@ -96,8 +86,7 @@ const char *ks_outbox_last_error(const ks_outbox *ob) { return ob->err; }
 
 static size_t slen(const char *s) { return s ? strlen(s) : 0; }
 
-/* Encode ev into a new buffer (*len bytes). NULL when out of memory. */
-static void *row_encode(const ks_outbox_event *ev, size_t *len)
+void *ks_outbox_row_encode(const ks_outbox_event *ev, size_t *len)
 {
     row_hdr h;
     memset(&h, 0, sizeof h);
@@ -136,7 +125,8 @@ static void *row_encode(const ks_outbox_event *ev, size_t *len)
     return buf;
 }
 
-/* A NUL-terminated copy of n bytes at *p (advanced). */
+/* A NUL-terminated copy of n bytes at *p (advanced); n was checked
+ * against the bytes left and is below SIZE_MAX. */
 static char *take_str(const char **p, size_t n)
 {
     char *s = malloc(n + 1);
@@ -148,21 +138,58 @@ static char *take_str(const char **p, size_t n)
     return s;
 }
 
-/* Decode a stored row. 0, KS_ERR_INVALID when it is not one of ours,
- * KS_ERR_NOMEM. */
-static int row_decode(const char *id, ks_bytes val, ks_outbox_event *ev)
+/* Take `want` bytes of the `*left` that remain, for field `what`: every
+ * length of a stored row is checked here, one at a time, by subtraction,
+ * so no sum of hostile lengths can wrap. 0, or -1 with err set. */
+static int take_len(const char *id, const char *what, uint64_t want, size_t *left, char *err,
+                    size_t errlen)
+{
+    if (want > *left) {
+        snprintf(err, errlen,
+                 "outbox event %.64s: unreadable row: %s of %llu bytes, but only %zu bytes "
+                 "left",
+                 id, what, (unsigned long long)want, *left);
+        return -1;
+    }
+    *left -= (size_t)want;
+    return 0;
+}
+
+int ks_outbox_row_decode(const char *id, const void *data, size_t len, ks_outbox_event *ev,
+                         char *err, size_t errlen)
 {
     row_hdr h;
     memset(ev, 0, sizeof *ev);
-    if (val.len < sizeof h)
+    if (!id)
+        id = "?";
+    if (!data || len < sizeof h) {
+        snprintf(err, errlen, "outbox event %.64s: unreadable row: %zu bytes, shorter than "
+                              "its %zu-byte header",
+                 id, len, sizeof h);
         return KS_ERR_INVALID;
-    memcpy(&h, val.data, sizeof h);
+    }
+    memcpy(&h, data, sizeof h);
+    if (h.version != ROW_VERSION || h.status >= KS_OUTBOX_STATUS_COUNT) {
+        snprintf(err, errlen, "outbox event %.64s: unreadable row: version %u, status %u",
+                 id, (unsigned)h.version, (unsigned)h.status);
+        return KS_ERR_INVALID;
+    }
+    size_t left = len - sizeof h;
     size_t keylen = h.key_len == NO_KEY ? 0 : h.key_len;
-    if (h.version != ROW_VERSION || h.status >= KS_OUTBOX_STATUS_COUNT ||
-        val.len != sizeof h + h.user_len + h.topic_len + keylen + h.payload_len +
-                       h.error_len + h.result_len)
+    if (take_len(id, "user", h.user_len, &left, err, errlen) ||
+        take_len(id, "topic", h.topic_len, &left, err, errlen) ||
+        take_len(id, "key", keylen, &left, err, errlen) ||
+        take_len(id, "payload", h.payload_len, &left, err, errlen) ||
+        take_len(id, "last_error", h.error_len, &left, err, errlen) ||
+        take_len(id, "result", h.result_len, &left, err, errlen))
         return KS_ERR_INVALID;
-    const char *p = (const char *)val.data + sizeof h;
+    if (left) {
+        snprintf(err, errlen, "outbox event %.64s: unreadable row: %zu bytes after its last "
+                              "field",
+                 id, left);
+        return KS_ERR_INVALID;
+    }
+    const char *p = (const char *)data + sizeof h;
     snprintf(ev->id, sizeof ev->id, "%s", id);
     ev->status = (ks_outbox_status)h.status;
     ev->attempts = h.attempts;
@@ -175,8 +202,8 @@ static int row_decode(const char *id, ks_bytes val, ks_outbox_event *ev)
     ev->topic = take_str(&p, h.topic_len);
     if (h.key_len != NO_KEY)
         ev->key = take_str(&p, keylen);
-    ev->payload_len = h.payload_len;
-    ev->payload = take_str(&p, h.payload_len); /* NUL-terminated for JSON */
+    ev->payload_len = (size_t)h.payload_len;
+    ev->payload = take_str(&p, (size_t)h.payload_len); /* NUL-terminated for JSON */
     if (h.error_len)
         ev->last_error = take_str(&p, h.error_len);
     if (h.result_len)
@@ -184,6 +211,7 @@ static int row_decode(const char *id, ks_bytes val, ks_outbox_event *ev)
     if (!ev->user || !ev->topic || !ev->payload || (h.key_len != NO_KEY && !ev->key) ||
         (h.error_len && !ev->last_error) || (h.result_len && !ev->result)) {
         ks_outbox_event_clear(ev);
+        snprintf(err, errlen, "outbox event %.64s: out of memory", id);
         return KS_ERR_NOMEM;
     }
     return 0;
@@ -329,8 +357,10 @@ static int load_row(ks_outbox *ob, const char *id, ks_outbox_event *ev)
         snprintf(ob->err, sizeof ob->err, "no outbox event %s", id);
         return rc;
     }
-    if (rc == 0 && (rc = row_decode(id, v, ev)) == KS_ERR_INVALID)
-        snprintf(ob->err, sizeof ob->err, "outbox event %s: unreadable row", id);
+    /* a damaged row is a storage failure, not an unknown id */
+    if (rc == 0 && (rc = ks_outbox_row_decode(id, v.data, v.len, ev, ob->err,
+                                              sizeof ob->err)) == KS_ERR_INVALID)
+        rc = KS_ERR_IO;
     return rc;
 }
 
@@ -343,7 +373,7 @@ static int is_active(ks_outbox_status s)
 static int store_row(ks_outbox *ob, const ks_outbox_event *ev)
 {
     size_t len;
-    void *buf = row_encode(ev, &len);
+    void *buf = ks_outbox_row_encode(ev, &len);
     if (!buf)
         return KS_ERR_NOMEM;
     ks_bytes k = {ev->id, KS_OUTBOX_ID_LEN}, v = {buf, len};

@@ -56,6 +56,39 @@ void ks_outbox_event_clear(ks_outbox_event *ev);
 void ks_outbox_events_free(ks_outbox_event *evs, size_t n);
 
 /*
+ * A stored row (native byte order: the environment is local to one host):
+ * this header, then user, topic, key, payload, last_error and result back
+ * to back, their lengths in the header (key_len UINT32_MAX: no key).
+ * Public for the decoder's tests; nothing else should need it.
+ */
+typedef struct ks_outbox_row_hdr {
+    uint8_t version;
+    uint8_t status;
+    uint8_t pad[2];
+    int32_t attempts;
+    int32_t partition;
+    uint32_t user_len, topic_len, key_len, error_len, result_len;
+    uint64_t payload_len;
+    int64_t offset;
+    int64_t created_ms, updated_ms, claimed_ms;
+} ks_outbox_row_hdr;
+
+/* Encode ev as a row: a new malloc'd buffer of *len bytes owned by the
+ * caller, or NULL when out of memory. */
+void *ks_outbox_row_encode(const ks_outbox_event *ev, size_t *len);
+
+/*
+ * Decode the row stored under `id` (data, len: borrowed) into *ev, which
+ * owns copies (clear it with ks_outbox_event_clear). The row is untrusted
+ * (a damaged or hostile state directory): every length is checked against
+ * the bytes left, without sums that could wrap, and the lengths must add
+ * up to `len` exactly. 0; KS_ERR_INVALID with err "outbox event ID:
+ * unreadable row: <which field>" and *ev zeroed; KS_ERR_NOMEM.
+ */
+int ks_outbox_row_decode(const char *id, const void *data, size_t len, ks_outbox_event *ev,
+                         char *err, size_t errlen);
+
+/*
  * Open (creating) the outbox environment in `dir` with a map of `map_size`
  * bytes (0: 1 GiB). 0 and *out, or a negative ks_err with err "DIR:
  * reason" (KS_ERR_STATE when this process has it open already).
@@ -88,7 +121,9 @@ int ks_outbox_enqueue(ks_outbox *ob, const char *user, const char *topic,
                       const char *key, const void *payload, size_t payload_len,
                       int held, char id_out[KS_OUTBOX_ID_LEN + 1]);
 
-/* Read a row into *out (caller clears it). 0 or KS_ERR_NOT_FOUND. */
+/* Read a row into *out (caller clears it). 0, KS_ERR_NOT_FOUND,
+ * KS_ERR_INVALID (not an id), KS_ERR_IO (the stored row is damaged:
+ * ks_outbox_last_error names the event and the field). */
 int ks_outbox_get(ks_outbox *ob, const char *id, ks_outbox_event *out);
 
 /*

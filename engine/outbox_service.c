@@ -123,9 +123,10 @@ int ks_outbox_status_cli(int argc, char **argv, FILE *out, FILE *err)
     int rc = 0;
     if (argc == 3) {
         ks_outbox_event ev;
-        if (ks_outbox_get(ob, argv[2], &ev) != 0) {
+        int got = ks_outbox_get(ob, argv[2], &ev);
+        if (got != 0) {
             fprintf(err, "%s: %s\n", dir, ks_outbox_last_error(ob));
-            rc = 3;
+            rc = got == KS_ERR_NOT_FOUND || got == KS_ERR_INVALID ? 3 : 1;
         } else {
             print_event(&ev, out);
             ks_outbox_event_clear(&ev);

@@ -748,20 +748,35 @@ static long status_attempts(const char *path)
     return busy ? -2 : n;
 }
 
+/* The pid of the engine that wrote pid_path, and whether it still runs:
+ * 1 alive (*pid set), 0 not running (no pid file: *pid 0; a pid that is
+ * gone, as after kill -9: *pid set). kill(pid, 0) decides, as SIGHUP does
+ * for `reload`; EPERM means a process of another user runs: alive. */
+static int engine_pid(const char *pid_path, long *pid)
+{
+    *pid = 0;
+    FILE *pf = fopen(pid_path, "r");
+    long p = 0;
+    int ok = pf && fscanf(pf, "%ld", &p) == 1 && p > 0;
+    if (pf)
+        fclose(pf);
+    if (!ok)
+        return 0;
+    *pid = p;
+    return kill((pid_t)p, 0) == 0 || errno == EPERM;
+}
+
 int ks_reload_cli(const char *file, int timeout_ms, FILE *out, FILE *errf)
 {
     char pid_path[4096], status_path[4096];
     if (app_paths(file, pid_path, status_path, sizeof pid_path, errf) != 0)
         return 2;
-    FILE *pf = fopen(pid_path, "r");
     long pid = 0;
-    if (!pf || fscanf(pf, "%ld", &pid) != 1 || pid <= 0) {
-        fprintf(errf, "%s: no engine runs %s (no pid file)\n", pid_path, file);
-        if (pf)
-            fclose(pf);
+    if (engine_pid(pid_path, &pid) != 1) {
+        fprintf(errf, "%s: no engine runs %s (%s)\n", pid_path, file,
+                pid ? "its pid is gone: killed?" : "no pid file");
         return 2;
     }
-    fclose(pf);
     long before = status_attempts(status_path);
     while (before == -2 && timeout_ms > 0) { /* a reload is in progress: wait */
         usleep(100 * 1000);
@@ -804,6 +819,18 @@ int ks_status_cli(const char *file, int json, FILE *out, FILE *errf)
     char pid_path[4096], status_path[4096];
     if (app_paths(file, pid_path, status_path, sizeof pid_path, errf) != 0)
         return 2;
+    /* status.json outlives an engine killed with -9: trust it only while
+     * the pid that wrote it runs */
+    long pid = 0;
+    if (engine_pid(pid_path, &pid) != 1) {
+        if (pid)
+            fprintf(errf, "%s: not running: pid %ld of %s is gone (killed?); %s is left "
+                          "from it\n",
+                    file, pid, pid_path, status_path);
+        else
+            fprintf(errf, "%s: not running: no pid file %s\n", file, pid_path);
+        return 2;
+    }
     json_t *doc = NULL;
     char err[4200];
     if (ks_status_read(status_path, &doc, err, sizeof err) != 0) {

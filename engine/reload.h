@@ -82,7 +82,9 @@ void ks_reload_task_opened(ks_reload *rl, int worker, ks_task *task);
 int ks_reload_cli(const char *file, int timeout_ms, FILE *out, FILE *errf);
 
 /* `kstreams status FILE`: print the status of the engine running FILE.
- * 0, or 2 when FILE is invalid or there is no status file. */
+ * 0, or 2 when FILE is invalid, no engine runs it (no pid file, or its pid
+ * is gone: a status.json left by kill -9 is not shown) or there is no
+ * status file. */
 int ks_status_cli(const char *file, int json, FILE *out, FILE *errf);
 
 #endif /* KS_RELOAD_H */

@@ -84,6 +84,65 @@ static ks_ynode *at(ks_ydoc *doc, int index)
     return &doc->nodes[index - 1];
 }
 
+/* One scalar key of a mapping and its position in it, for sorting. */
+typedef struct keyref {
+    const ks_ynode *key;
+    size_t pos;
+} keyref;
+
+static int text_cmp(const ks_ynode *x, const ks_ynode *y)
+{
+    if (x->len != y->len)
+        return x->len < y->len ? -1 : 1;
+    return memcmp(x->text, y->text, x->len);
+}
+
+/* By text, then by position: equal keys end up together, first one first. */
+static int keyref_cmp(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    int c = text_cmp(x->key, y->key);
+    if (c)
+        return c;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* No two scalar keys of mapping m alike. Reports the repeat that comes
+ * first in the mapping (as a pairwise scan would) and where its first
+ * occurrence is. 0, or -1 with err set. */
+static int check_duplicates(const ks_ynode *m, ks_yerr *err)
+{
+    if (m->count < 2)
+        return 0;
+    keyref *refs = malloc(m->count * sizeof *refs);
+    if (!refs)
+        return set_err(err, m->line, m->col, "out of memory");
+    size_t k = 0;
+    for (size_t j = 0; j < m->count; j++)
+        if (m->pairs[j].key->kind == KS_Y_SCALAR)
+            refs[k++] = (keyref){m->pairs[j].key, j};
+    qsort(refs, k, sizeof *refs, keyref_cmp);
+    const keyref *repeat = NULL, *first = NULL;
+    for (size_t a = 0; a < k;) {
+        size_t b = a + 1;
+        while (b < k && text_cmp(refs[a].key, refs[b].key) == 0)
+            b++;
+        /* refs[a] is the group's first occurrence, refs[a + 1] its first repeat */
+        if (b > a + 1 && (!repeat || refs[a + 1].pos < repeat->pos)) {
+            repeat = &refs[a + 1];
+            first = &refs[a];
+        }
+        a = b;
+    }
+    int rc = 0;
+    if (repeat)
+        rc = set_err(err, repeat->key->line, repeat->key->col,
+                     "duplicate key '%s'; first defined at line %d", repeat->key->text,
+                     first->key->line);
+    free(refs);
+    return rc;
+}
+
 static int copy_document(yaml_document_t *ydoc, ks_ydoc *doc, ks_yerr *err)
 {
     size_t n = (size_t)(ydoc->nodes.top - ydoc->nodes.start);
@@ -153,25 +212,11 @@ static int copy_document(yaml_document_t *ydoc, ks_ydoc *doc, ks_yerr *err)
         }
     }
 
-    /* Duplicate keys, once every scalar has its text. */
+    /* Duplicate keys, once every scalar has its text: sorted per mapping,
+     * O(k log k), since a hostile file may hold a mapping of 10^5 keys. */
     for (size_t i = 0; i < n; i++) {
-        const ks_ynode *m = &doc->nodes[i];
-        if (m->kind != KS_Y_MAP)
-            continue;
-        for (size_t j = 1; j < m->count; j++) {
-            const ks_ynode *kj = m->pairs[j].key;
-            if (kj->kind != KS_Y_SCALAR)
-                continue;
-            for (size_t p = 0; p < j; p++) {
-                const ks_ynode *kp = m->pairs[p].key;
-                if (kp->kind == KS_Y_SCALAR && kp->len == kj->len &&
-                    memcmp(kp->text, kj->text, kj->len) == 0)
-                    return set_err(err, kj->line, kj->col,
-                                   "duplicate key '%s'; first defined at "
-                                   "line %d",
-                                   kj->text, kp->line);
-            }
-        }
+        if (doc->nodes[i].kind == KS_Y_MAP && check_duplicates(&doc->nodes[i], err) != 0)
+            return -1;
     }
     doc->root = n ? &doc->nodes[0] : NULL;
     return 0;

@@ -1,7 +1,9 @@
 /*
  * test_config.c - the pipeline YAML: valid fixtures parsed to the expected
  * values, every invalid fixture rejected with exactly the error its first
- * line announces ("# expect: FILE:LINE:COL: message", FILE = basename).
+ * line announces ("# expect: FILE:LINE:COL: message", FILE = basename;
+ * " at FILE:" inside the message, which points at a second place in the
+ * file, is the same basename).
  */
 #include <CUnit/CUnit.h>
 #include <dirent.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "yaml_tree.h"
 #include "unit/test_util.h"
 
 #define FIXTURES KS_TEST_SRCDIR "/fixtures"
@@ -129,8 +132,23 @@ static void test_invalid_fixtures(void)
         nl = strchr(text, '\n');
         if (nl)
             *nl = '\0';
-        /* the error names the path as given: directory + basename */
-        snprintf(want, sizeof want, "%s/%s", FIXTURES, text + strlen(tag));
+        /* the error names the path as given: directory + basename, also
+         * where the message itself points into the file (" at NAME:") */
+        snprintf(want, sizeof want, "%s/", FIXTURES);
+        for (const char *t = text + strlen(tag); *t;) {
+            char at[300];
+            snprintf(at, sizeof at, " at %s:", names[i]);
+            size_t w = strlen(want);
+            if (strncmp(t, at, strlen(at)) == 0) {
+                snprintf(want + w, sizeof want - w, " at %s/%s:", FIXTURES, names[i]);
+                t += strlen(at);
+            } else if (w + 1 < sizeof want) {
+                want[w] = *t++;
+                want[w + 1] = '\0';
+            } else {
+                break;
+            }
+        }
         free(text);
 
         if (ks_pipeline_load(path, &p, err, sizeof err) != -1 || p != NULL) {
@@ -537,6 +555,7 @@ static void test_in_memory(void)
     /* booleans in several spellings, integers with sign */
     p = parse_text(BASE "workers: +3\n"
                         "stores: { s: { changelog: off } }\n"
+                        "nodes: [ { name: n, type: x, from: in, store: s } ]\n"
                         "sinks: [ { from: in, topic: o, create: Yes } ]\n",
                    err, sizeof err);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -685,6 +704,66 @@ static void test_truncated(void)
     free(text);
 }
 
+/* A mapping of 50 000 keys (the pairwise check took about a minute of
+ * CPU on one): all unique parses and keeps every key; with repeats, the
+ * first repeat in file order is reported with both positions. */
+static char *many_keys(size_t n, size_t dup_at, size_t dup_of, size_t dup2_at, size_t dup2_of,
+                       size_t *len)
+{
+    size_t cap = n * 24 + 64, used = 0;
+    char *t = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    used += (size_t)snprintf(t, cap, "application: t\nmany:\n");
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i == dup_at ? dup_of : i == dup2_at ? dup2_of : i;
+        used += (size_t)snprintf(t + used, cap - used, "  key%zu: %zu\n", k, i);
+    }
+    *len = used;
+    return t;
+}
+
+static void test_many_keys(void)
+{
+    size_t len;
+    ks_ydoc doc;
+    ks_yerr yerr;
+    char *t = many_keys(50000, (size_t)-1, 0, (size_t)-1, 0, &len);
+    CU_ASSERT_EQUAL_FATAL(ks_ydoc_parse(t, len, &doc, &yerr), 0);
+    const ks_ynode *many = ks_ynode_get(doc.root, "many");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(many);
+    CU_ASSERT_EQUAL(many->count, 50000);
+    const ks_ynode *last = ks_ynode_get(many, "key49999");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(last);
+    CU_ASSERT_STRING_EQUAL(last->text, "49999");
+    ks_ydoc_free(&doc);
+    free(t);
+
+    /* key 45000 repeats key7 and key 40000 repeats key123: the earlier
+     * repeat (line 40003, the line of key 40000) is the one reported */
+    t = many_keys(50000, 45000, 7, 40000, 123, &len);
+    char err[1024] = "";
+    ks_pipeline *p = NULL;
+    CU_ASSERT_EQUAL(ks_pipeline_parse("many.yaml", t, len, &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_STRING_EQUAL(err, "many.yaml:40003:3: duplicate key 'key123'; first defined "
+                                "at line 126");
+    free(t);
+
+    /* a declared store no node names, and no undeclared use to pair it with */
+    expect_error(BASE "sinks: [ { from: in, topic: o } ]\nstores: { lonely: {} }\n",
+                 "mem.yaml:5:11: store 'lonely' is declared but no node uses it; name it in "
+                 "a node's 'store' or 'stores', or remove it");
+    /* the closest misspelling is named, not the first undeclared store */
+    expect_error(BASE "sinks: [ { from: in, topic: o } ]\nstores: { seen: {} }\n"
+                      "nodes: [ { name: a, type: x, from: in, stores: [zzz, sen] } ]\n",
+                 "mem.yaml:5:11: store 'seen' is declared but no node uses it; node 'a' names "
+                 "store 'sen' at mem.yaml:6:54, which is not declared (a typo?)");
+
+    /* a key repeated three times: the second occurrence, against the first */
+    expect_error("a: 1\nb: 2\na: 3\na: 4\n",
+                 "mem.yaml:3:1: duplicate key 'a'; first defined at line 1");
+}
+
 void ks_test_register_config(void)
 {
     CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -704,4 +783,5 @@ void ks_test_register_config(void)
     CU_add_test(s, "in-memory texts and exact errors", test_in_memory);
     CU_add_test(s, "file errors", test_load_errors);
     CU_add_test(s, "truncated files fail cleanly", test_truncated);
+    CU_add_test(s, "50 000 keys: duplicates found in O(n log n)", test_many_keys);
 }

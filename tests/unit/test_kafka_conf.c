@@ -6,11 +6,14 @@
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "kafka.h"
 #include "stall.h"
+#include "log.h"
 #include "unit/test_util.h"
 
 #define PIPELINE                                                                         \
@@ -139,6 +142,65 @@ static void test_stall_watch(void)
     CU_ASSERT_EQUAL(ks_stall_observe(&s, 11, 3, 91000, 3000, &warn), 1000);
 }
 
+/* What a producer built from ks_kafka_conf writes to stderr while it is
+ * created with a consumer-only property (librdkafka warns "CONFWARN" from
+ * rd_kafka_new, in this thread), in text or JSON mode. Malloc'd. */
+static char *producer_log(int json)
+{
+    ks_pipeline *p = pipeline(PIPELINE);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    char err[512] = "";
+    rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_PRODUCER, NULL, NULL, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(conf);
+    /* bypasses ks_kafka_conf's scope filter on purpose */
+    CU_ASSERT_EQUAL(rd_kafka_conf_set(conf, "session.timeout.ms", "6000", err, sizeof err),
+                    RD_KAFKA_CONF_OK);
+    char path[] = "/tmp/ks-rdkafka-log-XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    ks_log_set_json(json);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (rk)
+        rd_kafka_destroy(rk);
+    else
+        rd_kafka_conf_destroy(conf);
+    ks_log_set_json(0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CU_ASSERT_PTR_NOT_NULL(rk);
+    off_t len = lseek(fd, 0, SEEK_END);
+    char *text = calloc(1, (size_t)len + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_EQUAL(pread(fd, text, (size_t)len, 0), len);
+    close(fd);
+    unlink(path);
+    ks_pipeline_free(p);
+    return text;
+}
+
+/* Before: librdkafka printed "%4|1733...|CONFWARN|rdkafka#producer-1| ..."
+ * itself, in JSON mode too. */
+static void test_librdkafka_lines_through_the_log(void)
+{
+    char *text = producer_log(0);
+    CU_ASSERT_PTR_NULL(strstr(text, "%4|"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "WARN  [librdkafka] rdkafka#producer-"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "CONFWARN: "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "session.timeout.ms"));
+    free(text);
+
+    text = producer_log(1);
+    CU_ASSERT_PTR_NULL(strstr(text, "%4|"));
+    CU_ASSERT_EQUAL(text[0], '{');
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"librdkafka\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "CONFWARN"));
+    free(text);
+}
+
 void ks_test_register_kafka_conf(void)
 {
     CU_pSuite s = CU_add_suite("kafka-conf", NULL, NULL);
@@ -149,4 +211,6 @@ void ks_test_register_kafka_conf(void)
     CU_add_test(s, "no client of the engine auto-creates a topic",
                 test_no_client_auto_creates_topics);
     CU_add_test(s, "a stalled partition is noticed once per limit", test_stall_watch);
+    CU_add_test(s, "librdkafka's lines go through the engine's log",
+                test_librdkafka_lines_through_the_log);
 }

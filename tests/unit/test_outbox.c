@@ -273,6 +273,178 @@ static void test_stale(void)
     fx_done(ob);
 }
 
+/* ------------------------------------------------------------------ */
+/* The row decoder against damaged and hostile rows                    */
+/* ------------------------------------------------------------------ */
+
+#define ROW_ID "0123456789abcdef0123456789abcdef"
+
+/* A valid row with every field set, *len bytes (caller frees). */
+static unsigned char *good_row(size_t *len)
+{
+    ks_outbox_event ev = {.status = S(PENDING), .user = "alice", .topic = "mailbox",
+                          .key = "k1", .payload = "{\"a\":1}", .payload_len = 7,
+                          .last_error = "timeout", .result = "ok", .partition = -1,
+                          .offset = -1};
+    unsigned char *row = ks_outbox_row_encode(&ev, len);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+    return row;
+}
+
+/* Decode (a copy of exactly len bytes, so ASan sees any overread): the
+ * return code, err holding the message. */
+static int decode(const unsigned char *row, size_t len, char *err, size_t errlen)
+{
+    unsigned char *copy = malloc(len ? len : 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
+    memcpy(copy, row, len);
+    ks_outbox_event ev;
+    err[0] = '\0';
+    int rc = ks_outbox_row_decode(ROW_ID, copy, len, &ev, err, errlen);
+    if (rc == 0) {
+        CU_ASSERT_EQUAL(ev.payload_len, 7);
+        ks_outbox_event_clear(&ev);
+    } else {
+        CU_ASSERT_PTR_NULL(ev.user); /* nothing half-decoded is left */
+        CU_ASSERT_PTR_NULL(ev.payload);
+    }
+    free(copy);
+    return rc;
+}
+
+static void test_row_decoder_hostile(void)
+{
+    size_t len;
+    unsigned char *row = good_row(&len);
+    char err[512];
+    ks_outbox_row_hdr h;
+    const size_t hs = sizeof h;
+
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), 0);
+
+    /* the issue's crash: payload_len UINT64_MAX and result_len 8 bytes
+     * longer, so the 64-bit sum of the lengths wraps to exactly len and
+     * the old check passed (then malloc(0) and a memcpy of 2^64-1 bytes) */
+    memcpy(&h, row, hs);
+    h.payload_len = UINT64_MAX;
+    h.result_len += 8;
+    CU_ASSERT_EQUAL((uint64_t)(hs + h.user_len + h.topic_len + h.key_len + h.payload_len +
+                               h.error_len + h.result_len),
+                    (uint64_t)len);
+    memcpy(row, &h, hs);
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "outbox event " ROW_ID ": unreadable row: payload"));
+    free(row);
+
+    /* payload_len = UINT64_MAX outright */
+    row = good_row(&len);
+    memcpy(&h, row, hs);
+    h.payload_len = UINT64_MAX;
+    memcpy(row, &h, hs);
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+    free(row);
+
+    /* 32-bit lengths that together wrap a 32-bit sum, and each one alone
+     * larger than the row */
+    const char *names[] = {"user", "topic", "key", "last_error", "result"};
+    for (int f = 0; f < 5; f++) {
+        row = good_row(&len);
+        memcpy(&h, row, hs);
+        uint32_t *field[] = {&h.user_len, &h.topic_len, &h.key_len, &h.error_len,
+                             &h.result_len};
+        *field[f] = UINT32_MAX - 1; /* UINT32_MAX is "no key" for key_len */
+        memcpy(row, &h, hs);
+        CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, names[f]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, ROW_ID));
+        free(row);
+    }
+    row = good_row(&len);
+    memcpy(&h, row, hs);
+    h.user_len = 0x80000000u;
+    h.topic_len = 0x80000000u;
+    memcpy(row, &h, hs);
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+    free(row);
+
+    /* every truncation, and one byte too many */
+    row = good_row(&len);
+    for (size_t cut = 0; cut < len; cut++) {
+        CU_ASSERT_EQUAL(decode(row, cut, err, sizeof err), KS_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, ROW_ID));
+    }
+    unsigned char *longer = malloc(len + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(longer);
+    memcpy(longer, row, len);
+    longer[len] = 'x';
+    CU_ASSERT_EQUAL(decode(longer, len + 1, err, sizeof err), KS_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "1 bytes after its last field"));
+    free(longer);
+
+    /* wrong version, status out of range */
+    memcpy(&h, row, hs);
+    h.status = 200;
+    memcpy(row, &h, hs);
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+    h.status = S(PENDING);
+    h.version = 9;
+    memcpy(row, &h, hs);
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+
+    /* every single byte of the header flipped to 0xff: an error or a row,
+     * never a crash (ASan build) */
+    free(row);
+    row = good_row(&len);
+    for (size_t i = 0; i < hs; i++) {
+        unsigned char keep = row[i];
+        row[i] = 0xff;
+        int rc = decode(row, len, err, sizeof err);
+        CU_ASSERT(rc == 0 || rc == KS_ERR_INVALID);
+        row[i] = keep;
+    }
+    free(row);
+}
+
+/* The same row reached through the store, as GET /outbox/events/<id>,
+ * `kstreams outbox-status` and the dispatcher's claim reach it: an error
+ * naming the event, not a crash. */
+static void test_damaged_row_in_store(void)
+{
+    ks_outbox *ob = fx_open();
+    char id[33];
+    enqueue(ob, "alice", 0, id);
+    ks_outbox_close(ob);
+
+    ks_store_env *env = NULL;
+    ks_store_db *events = NULL;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(ks_store_env_open(dir, 16u << 20, 16, &env, err, sizeof err), 0);
+    CU_ASSERT_EQUAL_FATAL(ks_store_db_open(env, "events", &events), 0);
+    size_t len;
+    unsigned char *row = good_row(&len);
+    ks_outbox_row_hdr h;
+    memcpy(&h, row, sizeof h);
+    h.payload_len = UINT64_MAX; /* with result_len + 8: wraps the old sum */
+    h.result_len += 8;
+    memcpy(row, &h, sizeof h);
+    CU_ASSERT_EQUAL_FATAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(ks_store_put(events, (ks_bytes){id, 32}, (ks_bytes){row, len}), 0);
+    CU_ASSERT_EQUAL_FATAL(ks_store_commit(env), 0);
+    ks_store_env_close(env);
+    free(row);
+
+    CU_ASSERT_EQUAL_FATAL(ks_outbox_open(dir, 16u << 20, &ob, err, sizeof err), 0);
+    ks_outbox_event ev;
+    CU_ASSERT_EQUAL(ks_outbox_get(ob, id, &ev), KS_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ks_outbox_last_error(ob), id));
+    CU_ASSERT_PTR_NOT_NULL(strstr(ks_outbox_last_error(ob), "unreadable row: payload"));
+    ks_outbox_event *rows = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL(ks_outbox_claim_pending(ob, 10, &rows, &n), KS_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ks_outbox_last_error(ob), id));
+    fx_done(ob);
+}
+
 void ks_test_register_outbox(void)
 {
     CU_pSuite s = CU_add_suite("outbox", NULL, NULL);
@@ -282,4 +454,6 @@ void ks_test_register_outbox(void)
     CU_add_test(s, "claim keeps per-user order", test_claim_order_per_user);
     CU_add_test(s, "publication and processing moves are CAS", test_publication_moves);
     CU_add_test(s, "stale dispatching rows", test_stale);
+    CU_add_test(s, "row decoder: wrapped, truncated, oversized rows", test_row_decoder_hostile);
+    CU_add_test(s, "a damaged row in the store is an error naming it", test_damaged_row_in_store);
 }

@@ -11,7 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "plugin.h"
+#include "reload.h"
 #include "task.h"
 #include "topology.h"
 #include "unit/test_util.h"
@@ -210,10 +215,81 @@ static void test_migration_commits_with_the_batch(void)
     stop();
 }
 
+/* `kstreams status` after kill -9: status.json is still there, the pid in
+ * kstreams.pid is gone. Before the fix it printed the dead engine's status
+ * and returned 0. */
+static void test_status_of_a_dead_engine(void)
+{
+    char dir[64] = "/tmp/ks-status-test-XXXXXX", path[512], app[128], file[128];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/p.yaml", dir);
+    FILE *f = fopen(file, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "application: dead\nkafka: { bootstrap: 127.0.0.1:9092 }\n"
+               "state_dir: \"%s/state\"\n"
+               "sources:\n  in: { topic: in }\nsinks:\n  - { from: in, topic: out }\n",
+            dir);
+    fclose(f);
+    snprintf(app, sizeof app, "%s/state", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(app, 0755), 0);
+    snprintf(app, sizeof app, "%s/state/dead", dir);
+    CU_ASSERT_EQUAL_FATAL(mkdir(app, 0755), 0);
+    snprintf(path, sizeof path, "%s/status.json", app);
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"reload\": {\"attempts\": 3, \"swapped\": 1, \"refused\": 2}}\n");
+    fclose(f);
+
+    char *out_text = NULL, *err_text = NULL;
+    size_t out_len = 0, err_len = 0;
+    FILE *out = open_memstream(&out_text, &out_len), *errf = open_memstream(&err_text, &err_len);
+
+    /* no pid file at all */
+    CU_ASSERT_EQUAL(ks_status_cli(file, 0, out, errf), 2);
+    fflush(errf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "not running: no pid file"));
+
+    /* the pid of a process that has exited (and been reaped) */
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    CU_ASSERT_FATAL(child > 0);
+    waitpid(child, NULL, 0);
+    snprintf(path, sizeof path, "%s/kstreams.pid", app);
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "%ld\n", (long)child);
+    fclose(f);
+    CU_ASSERT_EQUAL(ks_status_cli(file, 0, out, errf), 2);
+    fflush(out);
+    fflush(errf);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "not running: pid "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "is gone"));
+    CU_ASSERT_EQUAL(out_len, 0); /* nothing of the dead engine printed */
+    /* reload decides the same way */
+    CU_ASSERT_EQUAL(ks_reload_cli(file, 100, out, errf), 2);
+
+    /* a live pid (this process): the document is printed, exit 0 */
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "%ld\n", (long)getpid());
+    fclose(f);
+    CU_ASSERT_EQUAL(ks_status_cli(file, 0, out, errf), 0);
+    fflush(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "reload: 3 attempts, 1 swapped, 2 refused"));
+
+    fclose(out);
+    fclose(errf);
+    free(out_text);
+    free(err_text);
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void ks_test_register_reload(void)
 {
     CU_pSuite s = CU_add_suite("reload", NULL, NULL);
     CU_add_test(s, "swap at the boundary: once, counts go on, discard", test_swap_at_boundary);
     CU_add_test(s, "missing type and failing init are refused", test_refused_builds);
     CU_add_test(s, "migration commits and aborts with its batch", test_migration_commits_with_the_batch);
+    CU_add_test(s, "status of a killed engine: not running, exit 2", test_status_of_a_dead_engine);
 }
