@@ -30,7 +30,9 @@
 #                                      created
 #   scripts/kafka.sh cluster stop      stop all nodes, delete the data
 #   scripts/kafka.sh cluster stop-keep stop all nodes, keep the data
-#   scripts/kafka.sh cluster kill N    SIGKILL node N (no controlled shutdown)
+#   scripts/kafka.sh cluster kill N [--wait]  SIGKILL node N (no controlled
+#                                      shutdown); --wait: until the others no
+#                                      longer list it (fenced, leaders moved)
 #   scripts/kafka.sh cluster start-node N  start node N on its data, wait until
 #                                      the others list it and it is back in the
 #                                      ISR of every partition it replicates
@@ -709,8 +711,11 @@ cluster_stop() {
 	done
 }
 
-cluster_kill() { # n
-	local pid
+# --wait: until the live nodes no longer list it, i.e. the controller has
+# fenced it (broker.session.timeout.ms after its last heartbeat) and moved
+# the leaderships it held.
+cluster_kill() { # n [--wait]
+	local pid t0=$EPOCHREALTIME deadline meta
 	cluster_version >/dev/null
 	node_vars "$1"
 	pid=$(find_pid) || die "node $1 is not running"
@@ -718,6 +723,13 @@ cluster_kill() { # n
 	while is_ours "$pid"; do sleep 0.05; done
 	rm -f "$PIDFILE"
 	echo "killed node $1 (pid $pid)"
+	[[ ${2:-} == --wait ]] || return 0
+	deadline=$((SECONDS + CLUSTER_READY_TIMEOUT))
+	while meta=$(cluster_meta) && lists_broker "$meta" "$1"; do
+		((SECONDS < deadline)) || die "node $1 still listed after ${CLUSTER_READY_TIMEOUT}s"
+		sleep 0.2
+	done
+	echo "node $1 fenced after $(since "$t0") s"
 }
 
 rejoined() { # n others...
@@ -824,11 +836,11 @@ java_string_hash() { # string
 # new group coordinator) and 4.x alike. Checked against ConsumerGroupCommand
 # --describe --state and TransactionsCommand describe (which need a live group
 # or transaction; this needs only the internal topic).
-cluster_coordinator() { # internal-topic id
+cluster_coordinator() { # internal-topic id what-creates-it
 	local meta parts h
 	meta=$(cluster_meta)
 	parts=$(awk -v t="\"$1\"" '$1 == "topic" && $2 == t && $3 == "with" { print $4 }' <<<"$meta")
-	[[ -n $parts ]] || die "no $1 topic yet: the cluster has created no group or transactional id"
+	[[ -n $parts ]] || die "no $1 topic yet (Kafka creates it for the first $3)"
 	h=$(java_string_hash "$2")
 	((h >= 0x80000000)) && h=$((h - 0x100000000))
 	if ((h == -0x80000000)); then h=0; elif ((h < 0)); then h=$((-h)); fi # Utils.abs
@@ -913,11 +925,17 @@ cluster)
 		lock_dir
 		cluster_stop
 		;;
-	kill | start-node)
+	kill)
+		[[ $# -eq 1 || ($# -eq 2 && $2 == --wait) ]] || usage
+		check_node "$1"
+		lock_dir
+		cluster_kill "$@"
+		;;
+	start-node)
 		[[ $# -eq 1 ]] || usage
 		check_node "$1"
 		lock_dir
-		if [[ $sub == kill ]]; then cluster_kill "$1"; else cluster_start_node "$1"; fi
+		cluster_start_node "$1"
 		;;
 	status) cluster_status ;;
 	bootstrap) cluster_bootstrap ;;
@@ -928,11 +946,11 @@ cluster)
 		;;
 	txn-coordinator)
 		[[ $# -eq 1 ]] || usage
-		cluster_coordinator __transaction_state "$1"
+		cluster_coordinator __transaction_state "$1" "transactional producer"
 		;;
 	group-coordinator)
 		[[ $# -eq 1 ]] || usage
-		cluster_coordinator __consumer_offsets "$1"
+		cluster_coordinator __consumer_offsets "$1" "consumer group"
 		;;
 	controller) cluster_controller ;;
 	topics)
