@@ -28,8 +28,8 @@
 #                                      until all three see each other and a
 #                                      topic with replication factor 3 can be
 #                                      created
-#   scripts/kafka.sh cluster stop      stop all nodes, delete the data
-#   scripts/kafka.sh cluster stop-keep stop all nodes, keep the data
+#   scripts/kafka.sh cluster stop      SIGKILL all nodes, delete the data
+#   scripts/kafka.sh cluster stop-keep stop all nodes (SIGTERM), keep the data
 #   scripts/kafka.sh cluster kill N [--wait]  SIGKILL node N (no controlled
 #                                      shutdown); --wait: until the others no
 #                                      longer list it (fenced, leaders moved)
@@ -684,14 +684,16 @@ cluster_version() {
 	echo "$ver"
 }
 
-# All nodes at once: a node stopped last has no quorum for its controlled
-# shutdown and would wait out STOP_TIMEOUT.
-cluster_stop() {
+# TERM: all nodes at once, as a node stopped last would have no quorum for
+# its controlled shutdown; even so one sometimes waits out STOP_TIMEOUT (seen
+# once on 4.4.0 after a series of kills). KILL: for `cluster stop`, whose
+# data is deleted anyway.
+cluster_stop() { # TERM|KILL
 	local n pid pids=() deadline
 	for ((n = 1; n <= CLUSTER_SIZE; n++)); do
 		node_vars "$n"
 		if pid=$(find_pid); then
-			kill -TERM "$pid" 2>/dev/null || true
+			kill "-$1" "$pid" 2>/dev/null || true
 			pids[n]=$pid
 		fi
 	done
@@ -847,8 +849,20 @@ cluster_coordinator() { # internal-topic id what-creates-it
 	partition_leader "$meta" "$1" $((h % parts))
 }
 
-# The active KRaft controller. MetadataQuorumCommand takes --bootstrap-server
-# in 3.9 and 4.x alike.
+# The active KRaft controller. kcat's "(controller)" mark is no use: KRaft
+# brokers tell clients a random live broker is the controller.
+# MetadataQuorumCommand takes --bootstrap-server in 3.9 and 4.x alike.
+#
+# Tool classes for `cluster tool` (checked in the 3.9.2, 4.1.1, 4.4.0 jars):
+# org.apache.kafka.tools.{TopicCommand,TransactionsCommand,
+# MetadataQuorumCommand,LeaderElectionCommand,GetOffsetShell} and
+# org.apache.kafka.tools.consumer.group.ConsumerGroupCommand in all three
+# (kafka.admin.ConsumerGroupCommand is gone by 3.9); ConfigCommand is
+# kafka.admin.ConfigCommand in 3.9 and 4.1, org.apache.kafka.tools.ConfigCommand
+# in 4.4. ConsumerGroupCommand --describe of an unknown group fails with
+# GroupIdNotFoundException in 4.4. 4.x (ELR) also writes min.insync.replicas
+# as a cluster-wide dynamic default when formatting, so a changed static
+# value needs a fresh cluster (cluster stop) to take effect.
 cluster_controller() {
 	local out id
 	out=$(run_tool org.apache.kafka.tools.MetadataQuorumCommand --bootstrap-server "$(cluster_bootstrap)" \
@@ -918,12 +932,12 @@ cluster)
 		;;
 	stop)
 		lock_dir
-		cluster_stop
+		cluster_stop KILL
 		remove_data
 		;;
 	stop-keep)
 		lock_dir
-		cluster_stop
+		cluster_stop TERM
 		;;
 	kill)
 		[[ $# -eq 1 || ($# -eq 2 && $2 == --wait) ]] || usage
