@@ -611,7 +611,7 @@ launch_node() { # version lib
 # Every node answers and lists all three (so a controller was elected and
 # registered them), then a topic with 3 replicas is created and deleted.
 wait_cluster_ready() { # start-time
-	local t0=$1 deadline=$((SECONDS + CLUSTER_READY_TIMEOUT)) n ok err
+	local t0=$1 deadline=$((SECONDS + CLUSTER_READY_TIMEOUT)) n ok err listed
 	while :; do
 		ok=1
 		for ((n = 1; n <= CLUSTER_SIZE; n++)); do
@@ -623,6 +623,7 @@ wait_cluster_ready() { # start-time
 		((SECONDS < deadline)) || die "cluster not ready after ${CLUSTER_READY_TIMEOUT}s: node $NODE does not list all nodes (log $LOG)"
 		sleep 0.5
 	done
+	listed=$(since "$t0")
 	while ! err=$(run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap)" \
 		--create --if-not-exists --topic "$CLUSTER_PROBE_TOPIC" --partitions 1 \
 		--replication-factor 3 2>&1 >/dev/null); do
@@ -631,7 +632,7 @@ wait_cluster_ready() { # start-time
 	done
 	run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap)" \
 		--delete --if-exists --topic "$CLUSTER_PROBE_TOPIC" >/dev/null 2>&1 || true
-	echo "kafka cluster $(recorded_version) ready on $(cluster_bootstrap) in $(since "$t0") s"
+	echo "kafka cluster $(recorded_version) ready on $(cluster_bootstrap) in $(since "$t0") s (all listed in $listed s)"
 }
 
 # What StorageTool random-uuid prints (Kafka's Uuid: 16 random bytes in
@@ -860,7 +861,8 @@ cluster_coordinator() { # internal-topic id what-creates-it
 # (kafka.admin.ConsumerGroupCommand is gone by 3.9); ConfigCommand is
 # kafka.admin.ConfigCommand in 3.9 and 4.1, org.apache.kafka.tools.ConfigCommand
 # in 4.4. ConsumerGroupCommand --describe of an unknown group fails with
-# GroupIdNotFoundException in 4.4. 4.x (ELR) also writes min.insync.replicas
+# GroupIdNotFoundException in 4.4, "Consumer group 'G' does not exist." in
+# 3.9. 4.4 (ELR) also writes min.insync.replicas
 # as a cluster-wide dynamic default when formatting, so a changed static
 # value needs a fresh cluster (cluster stop) to take effect.
 cluster_controller() {
