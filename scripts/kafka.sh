@@ -1,20 +1,63 @@
 #!/usr/bin/env bash
 # Single-node KRaft Kafka broker on 127.0.0.1 for tests, run from Maven Central
-# jars (no tarball, no Kafka shell scripts).
+# jars (no tarball, no Kafka shell scripts), or a three-node KRaft cluster.
 #
 #   scripts/kafka.sh start [VERSION]   fetch jars if needed, start, wait until ready
 #   scripts/kafka.sh stop              stop the broker and delete its data dir
 #   scripts/kafka.sh stop-keep         stop the broker, keep its data
-#   scripts/kafka.sh restart           stop-keep + start on the same data and version
+#   scripts/kafka.sh restart           stop-keep + start on the same data, version
+#                                      and profile
 #   scripts/kafka.sh status            exit 0 and print the ready line if it answers
 #   scripts/kafka.sh fetch [VERSION]   only download the jars
 #   scripts/kafka.sh topics ARGS...    org.apache.kafka.tools.TopicCommand
 #                                      with --bootstrap-server prepended
 #   scripts/kafka.sh tool CLASS ARGS...  any main class on the broker classpath
 #
+# Broker profiles (KAFKA_PROFILE, recorded in the data dir like the version):
+#   test      (default) fast test settings: auto-creation off, no join delay,
+#             4-partition internal topics, quick transaction abort, small
+#             cleaner buffer
+#   defaults  Kafka's own defaults (auto-creation on, num.partitions=1,
+#             group.initial.rebalance.delay.ms=3000, 50-partition internal
+#             topics, ...); only node/listener/quorum settings and replication
+#             1 / min ISR 1 for the internal topics are set
+#
+# Three nodes, each broker+controller (node ids 1..3), Kafka's defaults except
+# default.replication.factor=3 and min.insync.replicas=2:
+#   scripts/kafka.sh cluster start [VERSION]  start the nodes not running, wait
+#                                      until all three see each other and a
+#                                      topic with replication factor 3 can be
+#                                      created
+#   scripts/kafka.sh cluster stop      SIGKILL all nodes, delete the data
+#   scripts/kafka.sh cluster stop-keep stop all nodes (SIGTERM), keep the data
+#   scripts/kafka.sh cluster kill N [--wait]  SIGKILL node N (no controlled
+#                                      shutdown); --wait: until the others no
+#                                      longer list it (fenced, leaders moved)
+#   scripts/kafka.sh cluster start-node N  start node N on its data, wait until
+#                                      the others list it and it is back in the
+#                                      ISR of every partition it replicates
+#   scripts/kafka.sh cluster status    one line per node; exit 1 unless all 3 up
+#   scripts/kafka.sh cluster bootstrap print the three host:port, comma-separated
+#   scripts/kafka.sh cluster leader TOPIC PARTITION  node id of the leader
+#   scripts/kafka.sh cluster txn-coordinator TRANSACTIONAL_ID  node id of its
+#                                      transaction coordinator
+#   scripts/kafka.sh cluster group-coordinator GROUP  node id of its group
+#                                      coordinator
+#   scripts/kafka.sh cluster controller  node id of the active KRaft controller
+#   scripts/kafka.sh cluster topics ARGS... / cluster tool CLASS ARGS...
+#                                      as above, against the cluster
+# Look-ups print -1 and exit 1 when there is no leader. They read the metadata
+# of a live node, which names a SIGKILLed leader until the controller fences
+# it (broker.session.timeout.ms, 9 s by default).
+#
 # Environment: KAFKA_VERSION (4.1.1), KAFKA_PORT (9092; the controller listens
 # on KAFKA_PORT+1000), KAFKA_DIR (/tmp/kstreams-kafka-$KAFKA_PORT),
+# KAFKA_PROFILE (test; ignored by restart, which keeps the recorded one),
 # KSTREAMS_CACHE ($HOME/.cache/kstreams), JAVA (java), KCAT (kcat or kafkacat).
+# For `cluster`: KAFKA_PORT is the base port (19092; node N listens on
+# base+N-1, its controller on base+N-1+1000), KAFKA_CLUSTER_DIR
+# (/tmp/kstreams-cluster-$KAFKA_PORT, one nodeN/ per node), KAFKA_CLUSTER_HEAP
+# (384m per node).
 set -euo pipefail
 
 readonly DEFAULT_VERSION=4.1.1
@@ -23,13 +66,20 @@ readonly DEP_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 readonly READY_TIMEOUT=90
 readonly STOP_TIMEOUT=30
 
-PORT=${KAFKA_PORT:-9092}
-if ! [[ $PORT =~ ^[0-9]+$ ]] || ((PORT < 1 || PORT + 1000 > 65535)); then
+# `cluster` commands: PORT is the base port, nodes use PORT..PORT+2.
+if [[ ${1:-} == cluster ]]; then CLUSTER=1; else CLUSTER=0; fi
+readonly CLUSTER
+if ((CLUSTER)); then PORT=${KAFKA_PORT:-19092}; else PORT=${KAFKA_PORT:-9092}; fi
+if ! [[ $PORT =~ ^[0-9]+$ ]] || ((PORT < 1 || PORT + 1000 + 2 * CLUSTER > 65535)); then
 	echo "kafka.sh: bad KAFKA_PORT '$PORT'" >&2
 	exit 2
 fi
 CPORT=$((PORT + 1000))
-DIR=$(realpath -m "${KAFKA_DIR:-/tmp/kstreams-kafka-$PORT}")
+if ((CLUSTER)); then
+	DIR=$(realpath -m "${KAFKA_CLUSTER_DIR:-/tmp/kstreams-cluster-$PORT}")
+else
+	DIR=$(realpath -m "${KAFKA_DIR:-/tmp/kstreams-kafka-$PORT}")
+fi
 CACHE=${KSTREAMS_CACHE:-$HOME/.cache/kstreams}
 JAVA=${JAVA:-java}
 PROPS=$DIR/server.properties
@@ -163,7 +213,7 @@ log_opt() { # version file
 	if [[ $1 == 3.* ]]; then echo "-Dlog4j.configuration=file:$2"; else echo "-Dlog4j2.configurationFile=$2"; fi
 }
 
-write_server_properties() { # version
+write_server_properties() { # version profile
 	cat >"$PROPS" <<EOF
 process.roles=broker,controller
 node.id=1
@@ -174,6 +224,23 @@ controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$DIR/data
+EOF
+	if [[ $2 == defaults ]]; then
+		cat >>"$PROPS" <<EOF
+
+# Profile 'defaults': Kafka's own defaults for everything else (topic
+# auto-creation on, num.partitions=1, group.initial.rebalance.delay.ms=3000,
+# 50 partitions per internal topic, the default log cleaner). Set only what
+# one node cannot run without: it cannot hold the internal topics' default
+# 3 replicas nor meet their default min ISR of 2.
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+EOF
+		write_share_coordinator_properties "$1" 1 1
+		return 0
+	fi
+	cat >>"$PROPS" <<EOF
 
 num.partitions=1
 default.replication.factor=1
@@ -203,12 +270,17 @@ log.cleaner.threads=1
 log.cleaner.dedupe.buffer.size=16777216
 log.cleaner.backoff.ms=1000
 EOF
-	if [[ $1 != 3.* ]]; then
-		cat >>"$PROPS" <<EOF
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+	write_share_coordinator_properties "$1" 1 1
+}
+
+# The share-group coordinator's state topic exists from 4.0; 3.9 has no
+# such settings.
+write_share_coordinator_properties() { # version replication min-isr
+	[[ $1 == 3.* ]] && return 0
+	cat >>"$PROPS" <<EOF
+share.coordinator.state.topic.replication.factor=$2
+share.coordinator.state.topic.min.isr=$3
 EOF
-	fi
 }
 
 # Zombies count as dead: nothing may reap the orphaned JVM in a container.
@@ -247,7 +319,18 @@ answers() {
 
 recorded_version() { cat "$DIR/version" 2>/dev/null || true; }
 
-ready_line() { echo "kafka $(recorded_version) ready on 127.0.0.1:$PORT"; }
+# Data dirs from before profiles existed hold the test profile.
+recorded_profile() {
+	[[ -f $DIR/version ]] || return 0
+	cat "$DIR/profile" 2>/dev/null || echo test
+}
+
+# The test profile keeps the line it always had.
+ready_line() {
+	local extra=
+	[[ $(recorded_profile) == defaults ]] && extra=" (profile defaults)"
+	echo "kafka $(recorded_version) ready on 127.0.0.1:$PORT$extra"
+}
 
 # alive, not is_ours: a just-forked child has not exec'd java yet.
 wait_ready() { # pid
@@ -266,12 +349,21 @@ wait_ready() { # pid
 	exit 1
 }
 
-start_broker() { # [version]
-	local want=${1:-${KAFKA_VERSION:-}} have pid lib cid
+start_broker() { # [version] [profile]
+	local want=${1:-${KAFKA_VERSION:-}} have pid lib cid profile had
 	have=$(recorded_version)
 	want=$(resolve_version "${want:-${have:-$DEFAULT_VERSION}}")
 	if [[ -n $have && $have != "$want" ]]; then
 		die "$DIR holds Kafka $have data, not $want; run 'kafka.sh stop' first"
+	fi
+	had=$(recorded_profile)
+	profile=${2:-${KAFKA_PROFILE:-${had:-test}}}
+	case $profile in
+	test | defaults) ;;
+	*) die "unknown KAFKA_PROFILE '$profile' (test or defaults)" ;;
+	esac
+	if [[ -n $had && $had != "$profile" ]]; then
+		die "$DIR holds a broker of profile $had, not $profile; run 'kafka.sh stop' first"
 	fi
 
 	if pid=$(find_pid); then
@@ -290,7 +382,8 @@ start_broker() { # [version]
 	fi
 	mkdir -p "$DIR/data"
 	echo "$want" >"$DIR/version"
-	write_server_properties "$want"
+	echo "$profile" >"$DIR/profile"
+	write_server_properties "$want" "$profile"
 	write_log_config "$want" "$DIR/log4j.properties" out 1
 	write_log_config "$want" "$DIR/tools-log4j.properties" err 0
 
@@ -361,6 +454,426 @@ run_tool() { # class args...
 	return "$rc"
 }
 
+# ------------------------------------------------------------------ cluster
+# Three combined broker+controller nodes. DIR is the cluster dir (version,
+# cluster.id, logging configs, node1/ node2/ node3/); node_vars points PROPS,
+# PIDFILE and LOG at one node, so find_pid and is_ours work per node.
+
+readonly CLUSTER_SIZE=3
+readonly CLUSTER_READY_TIMEOUT=180
+readonly CLUSTER_ISR_TIMEOUT=120
+readonly CLUSTER_PROBE_TOPIC=kstreams-cluster-probe
+CLUSTER_HEAP=${KAFKA_CLUSTER_HEAP:-384m}
+
+node_vars() { # n
+	NODE=$1
+	NPORT=$((PORT + NODE - 1))
+	NCPORT=$((NPORT + 1000))
+	NDIR=$DIR/node$NODE
+	PROPS=$NDIR/server.properties
+	PIDFILE=$NDIR/kafka.pid
+	LOG=$NDIR/broker.log
+}
+
+check_node() {
+	[[ $1 =~ ^[0-9]+$ ]] && ((1 <= $1 && $1 <= CLUSTER_SIZE)) ||
+		die "no node '$1' (nodes are 1..$CLUSTER_SIZE)"
+}
+
+cluster_bootstrap() {
+	local n out=
+	for ((n = 1; n <= CLUSTER_SIZE; n++)); do out+=${out:+,}127.0.0.1:$((PORT + n - 1)); done
+	echo "$out"
+}
+
+since() { # start (EPOCHREALTIME) -> seconds elapsed, one decimal
+	awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'
+}
+
+write_node_properties() { # version
+	local n voters=
+	for ((n = 1; n <= CLUSTER_SIZE; n++)); do voters+=${voters:+,}$n@127.0.0.1:$((CPORT + n - 1)); done
+	cat >"$PROPS" <<EOF
+process.roles=broker,controller
+node.id=$NODE
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$NPORT,CONTROLLER://127.0.0.1:$NCPORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$NPORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=$NDIR/data
+
+# Kafka's defaults for everything else (topic auto-creation on,
+# num.partitions=1, 50 partitions per internal topic,
+# group.initial.rebalance.delay.ms=3000, broker.session.timeout.ms=9000, the
+# default log cleaner), except that topics get 3 replicas and acks=all writes
+# need 2 in sync. The internal topics' 3 / 2 are their defaults, stated here
+# for the reader.
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+EOF
+	write_share_coordinator_properties "$1" 3 2
+}
+
+node_meta() { # port -> the metadata (kcat -L) as that node answers it
+	timeout 10 "$(kcat_bin)" -b "127.0.0.1:$1" -L -m 5 2>/dev/null
+}
+
+# Any live node's view; kcat tries the bootstrap addresses until one answers.
+cluster_meta() {
+	timeout 15 "$(kcat_bin)" -b "$(cluster_bootstrap)" -L -m 10 2>/dev/null ||
+		die "no node of the cluster answers on $(cluster_bootstrap)"
+}
+
+lists_broker() { # metadata n
+	grep -qF "broker $2 at 127.0.0.1:$((PORT + $2 - 1))" <<<"$1"
+}
+
+# Node NODE answers, and its metadata lists every node in `want`.
+node_sees() { # want...
+	local meta n
+	port_open "$NPORT" || return 1
+	meta=$(node_meta "$NPORT") || return 1
+	for n in "$@"; do lists_broker "$meta" "$n" || return 1; done
+}
+
+# "topic/partition" of each partition that has node n as a replica but not in
+# its ISR. kcat: '    partition 0, leader 1, replicas: 1,2,3, isrs: 1,3'.
+out_of_sync() { # metadata n
+	awk -v n="$2" '
+	$1 == "topic" { t = $2; gsub(/"/, "", t) }
+	$1 == "partition" {
+		p = $2; sub(/,$/, "", p); r = ""; i = ""
+		for (k = 3; k < NF; k++) {
+			if ($k == "replicas:") r = $(k + 1)
+			if ($k == "isrs:") i = $(k + 1)
+		}
+		sub(/,$/, "", r); sub(/,$/, "", i)
+		if (index("," r ",", "," n ",") && !index("," i ",", "," n ",")) print t "/" p
+	}' <<<"$1"
+}
+
+under_replicated() { # metadata -> number of partitions with ISR < replicas
+	awk '$1 == "partition" {
+		r = ""; i = ""
+		for (k = 3; k < NF; k++) {
+			if ($k == "replicas:") r = $(k + 1)
+			if ($k == "isrs:") i = $(k + 1)
+		}
+		sub(/,$/, "", r); sub(/,$/, "", i)
+		if (split(i, a, ",") < split(r, b, ",")) c++
+	} END { print c + 0 }' <<<"$1"
+}
+
+node_exited() { # pid: dies with the node's log tail if the JVM is gone
+	alive "$1" && return 0
+	echo "kafka.sh: node $NODE exited during startup; last lines of $LOG:" >&2
+	tail -n 40 "$LOG" >&2 || true
+	exit 1
+}
+
+# Writes node NODE's properties; formats its log dir (once, with the
+# cluster's id) in the background, the pid in FORMAT_PID (0: nothing to do).
+prepare_node() { # version lib
+	local ver=$1 lib=$2
+	if port_open "$NPORT" || port_open "$NCPORT"; then
+		die "port $NPORT or $NCPORT on 127.0.0.1 is taken by a process not started from $NDIR"
+	fi
+	mkdir -p "$NDIR/data"
+	write_node_properties "$ver"
+	FORMAT_PID=0
+	[[ -f $NDIR/data/meta.properties ]] && return 0
+	"$JAVA" -Xmx256m "$(log_opt "$ver" "$DIR/tools-log4j.properties")" -cp "$lib/*" \
+		kafka.tools.StorageTool format -t "$(cat "$DIR/cluster.id")" -c "$PROPS" \
+		--ignore-formatted >>"$LOG" 2>&1 8>&- 9>&- &
+	FORMAT_PID=$!
+}
+
+format_done() { # pid
+	(($1 == 0)) || wait "$1" || { tail -n 40 "$LOG" >&2; die "formatting $NDIR/data failed"; }
+}
+
+launch_node() { # version lib
+	local ver=$1 lib=$2 pid
+	# As start_broker: own session, no lock fds.
+	echo "=== $(date -u +%FT%TZ) starting kafka $ver node $NODE" >>"$LOG"
+	setsid nohup "$JAVA" "-Xmx$CLUSTER_HEAP" -Xms128m -XX:+ExitOnOutOfMemoryError \
+		-Djava.awt.headless=true "$(log_opt "$ver" "$DIR/log4j.properties")" \
+		-cp "$lib/*" kafka.Kafka "$PROPS" >>"$LOG" 2>&1 </dev/null 8>&- 9>&- &
+	pid=$!
+	echo "$pid" >"$PIDFILE"
+}
+
+# Every node answers and lists all three (so a controller was elected and
+# registered them), then a topic with 3 replicas is created and deleted.
+wait_cluster_ready() { # start-time
+	local t0=$1 deadline=$((SECONDS + CLUSTER_READY_TIMEOUT)) n ok err listed
+	while :; do
+		ok=1
+		for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+			node_vars "$n"
+			node_exited "$(cat "$PIDFILE" 2>/dev/null || echo none)"
+			node_sees 1 2 3 || { ok=0; break; }
+		done
+		((ok)) && break
+		((SECONDS < deadline)) || die "cluster not ready after ${CLUSTER_READY_TIMEOUT}s: node $NODE does not list all nodes (log $LOG)"
+		sleep 0.5
+	done
+	listed=$(since "$t0")
+	while ! err=$(run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap)" \
+		--create --if-not-exists --topic "$CLUSTER_PROBE_TOPIC" --partitions 1 \
+		--replication-factor 3 2>&1 >/dev/null); do
+		((SECONDS < deadline)) || die "cluster cannot create a topic with 3 replicas: $err"
+		sleep 1
+	done
+	run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap)" \
+		--delete --if-exists --topic "$CLUSTER_PROBE_TOPIC" >/dev/null 2>&1 || true
+	echo "kafka cluster $(recorded_version) ready on $(cluster_bootstrap) in $(since "$t0") s (all listed in $listed s)"
+}
+
+# What StorageTool random-uuid prints (Kafka's Uuid: 16 random bytes in
+# unpadded URL-safe base64, never starting with '-'), without a JVM start.
+new_cluster_id() {
+	local id
+	while id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '='); [[ $id == -* ]]; do :; done
+	echo "$id"
+}
+
+cluster_start() { # [version]
+	local want=${1:-${KAFKA_VERSION:-}} have lib n todo=() t0=$EPOCHREALTIME
+	have=$(recorded_version)
+	want=$(resolve_version "${want:-${have:-$DEFAULT_VERSION}}")
+	if [[ -n $have && $have != "$want" ]]; then
+		die "$DIR holds Kafka $have data, not $want; run 'kafka.sh cluster stop' first"
+	fi
+	fetch_jars "$want"
+	lib=$(lib_dir "$want")
+	if [[ -e $DIR && ! -f $DIR/version ]] && [[ -n $(ls -A "$DIR") ]]; then
+		die "$DIR exists and is not a kafka.sh cluster dir"
+	fi
+	mkdir -p "$DIR"
+	echo "$want" >"$DIR/version"
+	write_log_config "$want" "$DIR/log4j.properties" out 1
+	write_log_config "$want" "$DIR/tools-log4j.properties" err 0
+	[[ -s $DIR/cluster.id ]] || new_cluster_id >"$DIR/cluster.id"
+	# Format the nodes side by side (a JVM each), then start them together.
+	for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+		node_vars "$n"
+		find_pid >/dev/null && continue
+		prepare_node "$want" "$lib"
+		todo[n]=$FORMAT_PID
+	done
+	for n in "${!todo[@]}"; do
+		node_vars "$n"
+		format_done "${todo[n]}"
+	done
+	for n in "${!todo[@]}"; do
+		node_vars "$n"
+		launch_node "$want" "$lib"
+	done
+	wait_cluster_ready "$t0"
+}
+
+cluster_version() {
+	local ver
+	ver=$(recorded_version)
+	[[ -n $ver ]] || die "no cluster in $DIR; run 'kafka.sh cluster start' first"
+	echo "$ver"
+}
+
+# TERM: all nodes at once, as a node stopped last would have no quorum for
+# its controlled shutdown; even so one sometimes waits out STOP_TIMEOUT (seen
+# once on 4.4.0 after a series of kills). KILL: for `cluster stop`, whose
+# data is deleted anyway.
+cluster_stop() { # TERM|KILL
+	local n pid pids=() deadline
+	for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+		node_vars "$n"
+		if pid=$(find_pid); then
+			kill "-$1" "$pid" 2>/dev/null || true
+			pids[n]=$pid
+		fi
+	done
+	deadline=$((SECONDS + STOP_TIMEOUT))
+	for n in "${!pids[@]}"; do
+		node_vars "$n"
+		while is_ours "${pids[n]}" && ((SECONDS < deadline)); do sleep 0.2; done
+		if is_ours "${pids[n]}"; then
+			echo "kafka.sh: node $n (pid ${pids[n]}) ignored SIGTERM for ${STOP_TIMEOUT}s; killing" >&2
+			kill -KILL "${pids[n]}" 2>/dev/null || true
+			while is_ours "${pids[n]}"; do sleep 0.1; done
+		fi
+	done
+	for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+		node_vars "$n"
+		rm -f "$PIDFILE"
+	done
+}
+
+# --wait: until the live nodes no longer list it, i.e. the controller has
+# fenced it (broker.session.timeout.ms after its last heartbeat) and moved
+# the leaderships it held.
+cluster_kill() { # n [--wait]
+	local pid t0=$EPOCHREALTIME deadline meta
+	cluster_version >/dev/null
+	node_vars "$1"
+	pid=$(find_pid) || die "node $1 is not running"
+	kill -KILL "$pid"
+	while is_ours "$pid"; do sleep 0.05; done
+	rm -f "$PIDFILE"
+	echo "killed node $1 (pid $pid)"
+	[[ ${2:-} == --wait ]] || return 0
+	deadline=$((SECONDS + CLUSTER_READY_TIMEOUT))
+	while meta=$(cluster_meta) && lists_broker "$meta" "$1"; do
+		((SECONDS < deadline)) || die "node $1 still listed after ${CLUSTER_READY_TIMEOUT}s"
+		sleep 0.2
+	done
+	echo "node $1 fenced after $(since "$t0") s"
+}
+
+rejoined() { # n others...
+	local n=$1 m
+	node_vars "$n"
+	node_sees "$@" || return 1
+	for m in "${@:2}"; do
+		node_vars "$m"
+		node_sees "$n" || return 1
+	done
+}
+
+# Rejoined: it answers and every running node lists it. In sync: it is in the
+# ISR of every partition it replicates (so the next kill of another node
+# leaves min.insync.replicas=2 reachable).
+cluster_start_node() { # n
+	local ver lib t0=$EPOCHREALTIME deadline m others=() meta lag rejoined
+	ver=$(cluster_version)
+	lib=$(lib_dir "$ver")
+	for ((m = 1; m <= CLUSTER_SIZE; m++)); do
+		node_vars "$m"
+		if ((m != $1)) && find_pid >/dev/null; then others+=("$m"); fi
+	done
+	node_vars "$1"
+	if ! find_pid >/dev/null; then
+		prepare_node "$ver" "$lib"
+		format_done "$FORMAT_PID"
+		launch_node "$ver" "$lib"
+	fi
+	deadline=$((SECONDS + CLUSTER_READY_TIMEOUT))
+	while :; do
+		node_vars "$1"
+		node_exited "$(cat "$PIDFILE" 2>/dev/null || echo none)"
+		rejoined "$1" "${others[@]}" && break
+		((SECONDS < deadline)) || die "node $1 not listed by all running nodes after ${CLUSTER_READY_TIMEOUT}s (log $DIR/node$1/broker.log)"
+		sleep 0.5
+	done
+	rejoined=$(since "$t0")
+	deadline=$((SECONDS + CLUSTER_ISR_TIMEOUT))
+	while :; do
+		meta=$(cluster_meta)
+		lag=$(out_of_sync "$meta" "$1")
+		[[ -z $lag ]] && break
+		if ((SECONDS >= deadline)); then
+			die "node $1 rejoined but is not in the ISR of $(wc -l <<<"$lag") partitions after ${CLUSTER_ISR_TIMEOUT}s, e.g. $(head -n 3 <<<"$lag" | paste -sd ' ')"
+		fi
+		sleep 0.5
+	done
+	echo "node $1 rejoined in $rejoined s, in sync in $(since "$t0") s"
+}
+
+cluster_status() {
+	local n pid meta up=0 seen
+	echo "kafka cluster $(cluster_version) in $DIR"
+	for ((n = 1; n <= CLUSTER_SIZE; n++)); do
+		node_vars "$n"
+		if ! pid=$(find_pid); then
+			echo "node $n 127.0.0.1:$NPORT: down"
+		elif ! meta=$(node_meta "$NPORT"); then
+			echo "node $n 127.0.0.1:$NPORT: pid $pid, not answering"
+		else
+			seen=$(grep -oE '^ +broker [0-9]+ at' <<<"$meta" | awk '{print $2}' | sort -n | paste -sd,)
+			echo "node $n 127.0.0.1:$NPORT: pid $pid, up, lists brokers $seen"
+			up=$((up + 1))
+		fi
+	done
+	if ((up > 0)); then
+		meta=$(cluster_meta)
+		echo "under-replicated partitions: $(under_replicated "$meta")"
+	fi
+	((up == CLUSTER_SIZE))
+}
+
+# Prints the leader's node id; -1 (exit 1) while the partition has none.
+partition_leader() { # metadata topic partition
+	local leader
+	leader=$(awk -v t="$2" -v p="$3" '
+		$1 == "topic" { cur = $2; gsub(/"/, "", cur) }
+		cur == t && $1 == "partition" && $2 == p "," { l = $4; sub(/,$/, "", l); print l; exit }' <<<"$1")
+	[[ -n $leader ]] || die "no partition $3 of topic $2 in the cluster metadata"
+	echo "$leader"
+	[[ $leader != -1 ]] || { echo "kafka.sh: partition $2/$3 has no leader" >&2; exit 1; }
+}
+
+# Java's String.hashCode (over UTF-16 code units) as an unsigned 32-bit value.
+java_string_hash() { # string
+	local LC_ALL=C.UTF-8 s=$1 h=0 i cp
+	for ((i = 0; i < ${#s}; i++)); do
+		printf -v cp '%d' "'${s:i:1}"
+		if ((cp > 0xFFFF)); then
+			cp=$((cp - 0x10000))
+			h=$(((h * 31 + 0xD800 + (cp >> 10)) & 0xFFFFFFFF))
+			h=$(((h * 31 + 0xDC00 + (cp & 0x3FF)) & 0xFFFFFFFF))
+		else
+			h=$(((h * 31 + cp) & 0xFFFFFFFF))
+		fi
+	done
+	echo "$h"
+}
+
+# The coordinator of a group or transactional id is the leader of partition
+# Utils.abs(id.hashCode()) % partitions of __consumer_offsets or
+# __transaction_state; that is what FindCoordinator answers, in 3.9 (old and
+# new group coordinator) and 4.x alike. Checked against ConsumerGroupCommand
+# --describe --state and TransactionsCommand describe (which need a live group
+# or transaction; this needs only the internal topic).
+cluster_coordinator() { # internal-topic id what-creates-it
+	local meta parts h
+	meta=$(cluster_meta)
+	parts=$(awk -v t="\"$1\"" '$1 == "topic" && $2 == t && $3 == "with" { print $4 }' <<<"$meta")
+	[[ -n $parts ]] || die "no $1 topic yet (Kafka creates it for the first $3)"
+	h=$(java_string_hash "$2")
+	((h >= 0x80000000)) && h=$((h - 0x100000000))
+	if ((h == -0x80000000)); then h=0; elif ((h < 0)); then h=$((-h)); fi # Utils.abs
+	partition_leader "$meta" "$1" $((h % parts))
+}
+
+# The active KRaft controller. kcat's "(controller)" mark is no use: KRaft
+# brokers tell clients a random live broker is the controller.
+# MetadataQuorumCommand takes --bootstrap-server in 3.9 and 4.x alike.
+#
+# Tool classes for `cluster tool` (checked in the 3.9.2, 4.1.1, 4.4.0 jars):
+# org.apache.kafka.tools.{TopicCommand,TransactionsCommand,
+# MetadataQuorumCommand,LeaderElectionCommand,GetOffsetShell} and
+# org.apache.kafka.tools.consumer.group.ConsumerGroupCommand in all three
+# (kafka.admin.ConsumerGroupCommand is gone by 3.9); ConfigCommand is
+# kafka.admin.ConfigCommand in 3.9 and 4.1, org.apache.kafka.tools.ConfigCommand
+# in 4.4. ConsumerGroupCommand --describe of an unknown group fails with
+# GroupIdNotFoundException in 4.4, "Consumer group 'G' does not exist." in
+# 3.9. 4.4 (ELR) also writes min.insync.replicas
+# as a cluster-wide dynamic default when formatting, so a changed static
+# value needs a fresh cluster (cluster stop) to take effect.
+cluster_controller() {
+	local out id
+	out=$(run_tool org.apache.kafka.tools.MetadataQuorumCommand --bootstrap-server "$(cluster_bootstrap)" \
+		describe --status) || die "MetadataQuorumCommand failed"
+	id=$(awk '$1 == "LeaderId:" { print $2 }' <<<"$out")
+	[[ -n $id ]] || die "no LeaderId in: $out"
+	echo "$id"
+}
+
 # Serialise commands on one data dir (parallel test runners).
 lock_dir() {
 	exec 9>"$DIR.lock"
@@ -391,7 +904,7 @@ stop-keep)
 restart)
 	lock_dir
 	stop_broker
-	start_broker "$(recorded_version)" # same version as the data
+	start_broker "$(recorded_version)" "$(recorded_profile)" # same as the data
 	;;
 status)
 	if find_pid >/dev/null && answers; then ready_line; else
@@ -410,6 +923,61 @@ topics)
 tool)
 	[[ $# -gt 0 ]] || usage
 	run_tool "$@"
+	;;
+cluster)
+	sub=${1:-}
+	[[ $# -gt 0 ]] && shift
+	case $sub in
+	start)
+		lock_dir
+		cluster_start "${1:-}"
+		;;
+	stop)
+		lock_dir
+		cluster_stop KILL
+		remove_data
+		;;
+	stop-keep)
+		lock_dir
+		cluster_stop TERM
+		;;
+	kill)
+		[[ $# -eq 1 || ($# -eq 2 && $2 == --wait) ]] || usage
+		check_node "$1"
+		lock_dir
+		cluster_kill "$@"
+		;;
+	start-node)
+		[[ $# -eq 1 ]] || usage
+		check_node "$1"
+		lock_dir
+		cluster_start_node "$1"
+		;;
+	status) cluster_status ;;
+	bootstrap) cluster_bootstrap ;;
+	leader)
+		[[ $# -eq 2 && $2 =~ ^[0-9]+$ ]] || usage
+		meta=$(cluster_meta)
+		partition_leader "$meta" "$1" "$2"
+		;;
+	txn-coordinator)
+		[[ $# -eq 1 ]] || usage
+		cluster_coordinator __transaction_state "$1" "transactional producer"
+		;;
+	group-coordinator)
+		[[ $# -eq 1 ]] || usage
+		cluster_coordinator __consumer_offsets "$1" "consumer group"
+		;;
+	controller) cluster_controller ;;
+	topics)
+		run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$(cluster_bootstrap)" "$@"
+		;;
+	tool)
+		[[ $# -gt 0 ]] || usage
+		run_tool "$@"
+		;;
+	*) usage ;;
+	esac
 	;;
 *) usage ;;
 esac
