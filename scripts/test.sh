@@ -157,6 +157,25 @@ if [ "${#defaults_suites[@]}" -gt 0 ]; then
   fi
 fi
 
+# A three-broker cluster (replication 3, min ISR 2) whose brokers test_cluster
+# kills by role.
+cluster_suite=build/tests/integration/test_cluster
+if [ -x "$cluster_suite" ] && wanted cluster; then
+  note "integration tests against a three-broker Kafka $first_version cluster"
+  scripts/kafka.sh cluster stop >/dev/null 2>&1 || true
+  if ! scripts/kafka.sh cluster start "$first_version"; then
+    echo "a three-broker Kafka $first_version cluster did not start"
+    failed=$((failed + 1))
+  else
+    trap 'scripts/kafka.sh cluster stop >/dev/null 2>&1' EXIT
+    KS_BOOTSTRAP=$(scripts/kafka.sh cluster bootstrap)
+    export KS_BOOTSTRAP
+    run_suite "$cluster_suite" "a three-broker Kafka $first_version cluster"
+    scripts/kafka.sh cluster stop >/dev/null 2>&1
+    trap - EXIT
+  fi
+fi
+
 note "summary"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
