@@ -43,7 +43,10 @@ typedef enum ks_poison_policy {
 /* A scalar written in YAML, kept as text with its mark. */
 typedef struct ks_cfg_scalar {
     char *key;   /* map key, or NULL in a list */
-    char *value; /* the scalar text as written  */
+    char *value; /* the scalar text as written; a nested value as JSON */
+    /* NULL for a scalar; "a mapping" or "a list" for a nested value under
+     * `config:`, which reaches plugins as its JSON text (string keys only) */
+    const char *nested;
     ks_mark mark;     /* of the value */
     ks_mark key_mark; /* of the key   */
 } ks_cfg_scalar;

@@ -347,6 +347,10 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                            "unknown config key '%s' for type '%s'; expected %s%s",
                            s->key, n->type, names[0] ? "one of: " : "none", names);
         }
+        if (s->nested && f->type != KS_CONFIG_STRING)
+            return fail_at(err, errlen, &s->mark,
+                           "config key '%s' of node '%s' must be %s, found %s", s->key,
+                           n->name, config_type_name(f->type), s->nested);
         if (check_value(f, s->value) != 0)
             return fail_at(err, errlen, &s->mark,
                            "config key '%s' of node '%s' must be %s, found '%s'",

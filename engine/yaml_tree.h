@@ -82,4 +82,19 @@ int ks_ynode_is_null(const ks_ynode *n);
  * mapping). */
 const ks_ynode *ks_ynode_get(const ks_ynode *map, const char *key);
 
+/* Nesting beyond this is refused by ks_ynode_json (and bounds its
+ * recursion; an alias may make the tree cyclic). */
+#define KS_YJSON_MAX_DEPTH 32
+
+/*
+ * Render `n` as compact JSON text: mappings as objects (keys must be
+ * scalars; they become strings), sequences as arrays; a plain scalar that
+ * YAML reads as null, true or false, or that is a JSON number, as that;
+ * every other scalar (and every quoted one) as a string. Returns 0 and
+ * *out (malloc'd, NUL-terminated; the caller frees it), or -1 with *bad
+ * the offending node and `why` (whylen bytes) the reason.
+ */
+int ks_ynode_json(const ks_ynode *n, char **out, const ks_ynode **bad, char *why,
+                  size_t whylen);
+
 #endif /* KS_YAML_TREE_H */
