@@ -212,6 +212,10 @@ static int leaf_operand(ks_pred *p, const ks_json_span *v, const char *at, ks_cf
             return ks_cfg_fail(err, at, "'exists' needs true or false");
         return 0;
     case OP_IS:
+        if (t == KS_JSON_NULL) { /* `is: null` unquoted is YAML's null */
+            p->vals->num = KS_JSON_NULL;
+            return 0;
+        }
         for (int i = KS_JSON_NULL; i <= KS_JSON_OBJECT; i++)
             if (t == KS_JSON_STRING && strcmp(p->vals->str, type_names[i]) == 0) {
                 p->vals->num = i;
