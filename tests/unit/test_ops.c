@@ -538,6 +538,61 @@ static void test_config_errors(void)
     CU_ASSERT_EQUAL(failed, 0);
 }
 
+/* ---- examples/page-views: YAML only counts as the C plugin ------------------ */
+
+#define PV_DIR KS_TEST_SRCDIR "/../examples/page-views/"
+
+/* Pipe the demo's views (scripts/demo.sh: 5 users, every 7th a bot) and
+ * some odd ones into `file`; the count updates go to out (one line each). */
+static void page_views(const char *file, char *out, size_t cap)
+{
+    ks_driver_options opt = {
+        .plugin_path = OPS_PLUGIN_PATH ":" KS_TEST_BUILDDIR "/examples/page-views/.libs",
+        .partitions = 4};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open(file, &opt, &drv, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "\n%s: %s\n", file, err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    static const char *const odd[] = {
+        "[1,2]", "\"text\"", "42", "null", "{}", "{\"user_agent\":5}",
+        "{\"user_agent\":\"Bot\"}", "{\"user_agent\":\"ro\\u0062ot\"}",
+        "{\"user_agent\":null,\"url\":\"/\"}", NULL};
+    for (int i = 1; i <= 1000; i++) {
+        char key[32], value[160];
+        snprintf(key, sizeof key, "user-%d", i % 5 + 1);
+        snprintf(value, sizeof value, "{\"user_agent\":\"%s\",\"url\":\"/page/%d\",\"bytes\":%d}",
+                 i % 7 == 0 ? "crawler-bot" : "browser", i % 7, i * 10);
+        CU_ASSERT_EQUAL(ks_driver_pipe(drv, "views", key, strlen(key), value, strlen(value), i),
+                        0);
+        if (i % 100 == 0) { /* odd values, and a tombstone */
+            const char *v = odd[(i / 100) % 10];
+            CU_ASSERT_EQUAL(ks_driver_pipe(drv, "views", key, strlen(key), v, v ? strlen(v) : 0,
+                                           i), 0);
+        }
+    }
+    size_t at = 0;
+    ks_driver_record r;
+    while (ks_driver_read_output(drv, NULL, &r) == 0 && at + 64 < cap)
+        at += (size_t)snprintf(out + at, cap - at, "%.*s %lld\n", (int)r.key_len,
+                               (const char *)r.key, (long long)ks_int64_decode(r.value));
+    ks_driver_close(drv);
+}
+
+static void test_page_views_yaml_only(void)
+{
+    static char c_counts[65536], yaml_counts[65536];
+    page_views(PV_DIR "pipeline.yaml", c_counts, sizeof c_counts);
+    page_views(PV_DIR "pipeline-yaml-only.yaml", yaml_counts, sizeof yaml_counts);
+    CU_ASSERT_STRING_EQUAL(c_counts, yaml_counts);
+    /* kept: 858 views by browsers and 4 odd objects, of 1010 piped */
+    size_t lines = 0;
+    for (const char *p = yaml_counts; (p = strchr(p, '\n')); p++)
+        lines++;
+    CU_ASSERT_EQUAL(lines, 862);
+}
+
 void ks_test_register_ops(void)
 {
     CU_pSuite s = CU_add_suite("ops", NULL, NULL);
@@ -548,4 +603,5 @@ void ks_test_register_ops(void)
     CU_add_test(s, "flat_map: one record per element", test_flat_map);
     CU_add_test(s, "branch: first route that holds, default", test_branch);
     CU_add_test(s, "config errors name the key and the place", test_config_errors);
+    CU_add_test(s, "page-views: YAML only counts as the C plugin", test_page_views_yaml_only);
 }
