@@ -538,6 +538,101 @@ static void test_config_errors(void)
     CU_ASSERT_EQUAL(failed, 0);
 }
 
+/* ---- docs/operators.md: every example, run ---------------------------------- */
+
+/* The next word of *p (NUL-terminated in place); "-" gives NULL. */
+static char *word(char **p)
+{
+    char *w = *p, *e = strchr(w, ' ');
+    if (e) {
+        *e = '\0';
+        *p = e + 1;
+    } else {
+        *p = w + strlen(w);
+    }
+    return strcmp(w, "-") == 0 ? NULL : w;
+}
+
+/* Run one ```text block of "in KEY VALUE", "poison KEY VALUE" and
+ * "out SINK KEY VALUE" lines against the pipeline `yaml`; 0 when it all
+ * holds. */
+static int run_records(const char *yaml, char *records, int line)
+{
+    ks_driver *drv = open_ok(yaml);
+    int bad = 0;
+    for (char *l = strtok(records, "\n"); l; l = strtok(NULL, "\n"), line++) {
+        char *rest = l, *cmd = word(&rest);
+        if (!cmd)
+            continue;
+        if (!strcmp(cmd, "in") || !strcmp(cmd, "poison")) {
+            char *key = word(&rest), *value = strcmp(rest, "-") ? rest : NULL;
+            int rc = ks_driver_pipe(drv, "in", key, key ? strlen(key) : 0, value,
+                                    value ? strlen(value) : 0, 1000);
+            if (rc != (!strcmp(cmd, "in") ? 0 : KS_SKIP)) {
+                fprintf(stderr, "\noperators.md:%d: '%s': rc %d\n", line, l, rc);
+                bad++;
+            }
+        } else if (!strcmp(cmd, "out")) {
+            char *sink = word(&rest), *key = word(&rest);
+            if (!next_is(drv, sink, key, strcmp(rest, "-") ? rest : NULL)) {
+                fprintf(stderr, "operators.md:%d: not the next output\n", line);
+                bad++;
+            }
+        } else {
+            fprintf(stderr, "\noperators.md:%d: unknown line '%s'\n", line, cmd);
+            bad++;
+        }
+    }
+    if (ks_driver_output_count(drv, NULL) != 0) {
+        fprintf(stderr, "\noperators.md:%d: %zu outputs not listed\n", line,
+                ks_driver_output_count(drv, NULL));
+        bad++;
+    }
+    ks_driver_close(drv);
+    return bad;
+}
+
+static void test_docs_examples(void)
+{
+    FILE *f = fopen(KS_TEST_SRCDIR "/../docs/operators.md", "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    static char yaml[8192], records[8192];
+    char l[1024];
+    int line = 0, in = 0, rec_line = 0, examples = 0, bad = 0;
+    size_t yl = 0, rl = 0;
+    /* in: 0 prose, 1 a yaml block, 2 after one (blank lines), 3 its records */
+    while (fgets(l, sizeof l, f)) {
+        line++;
+        if (in == 1 || in == 3) {
+            if (strncmp(l, "```", 3) == 0) {
+                if (in == 3) {
+                    records[rl] = '\0';
+                    bad += run_records(yaml, records, rec_line + 1);
+                    examples++;
+                }
+                in = in == 1 ? 2 : 0;
+            } else if (in == 1 && yl + strlen(l) < sizeof yaml) {
+                yl += (size_t)snprintf(yaml + yl, sizeof yaml - yl, "%s", l);
+            } else if (in == 3 && rl + strlen(l) < sizeof records) {
+                rl += (size_t)snprintf(records + rl, sizeof records - rl, "%s", l);
+            }
+        } else if (strcmp(l, "```yaml\n") == 0) {
+            in = 1;
+            yl = 0;
+        } else if (in == 2 && strcmp(l, "```text\n") == 0) {
+            in = 3;
+            rl = 0;
+            rec_line = line;
+        } else if (in == 2 && strcmp(l, "\n") != 0) {
+            in = 0;
+        }
+    }
+    fclose(f);
+    printf("\n    docs/operators.md: %d examples run, %d failures\n", examples, bad);
+    CU_ASSERT_EQUAL(examples, 5);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
 /* ---- examples/page-views: YAML only counts as the C plugin ------------------ */
 
 #define PV_DIR KS_TEST_SRCDIR "/../examples/page-views/"
@@ -603,5 +698,6 @@ void ks_test_register_ops(void)
     CU_add_test(s, "flat_map: one record per element", test_flat_map);
     CU_add_test(s, "branch: first route that holds, default", test_branch);
     CU_add_test(s, "config errors name the key and the place", test_config_errors);
+    CU_add_test(s, "docs/operators.md: every example's records", test_docs_examples);
     CU_add_test(s, "page-views: YAML only counts as the C plugin", test_page_views_yaml_only);
 }
