@@ -170,6 +170,9 @@ static void free_scalars(ks_cfg_scalars *s)
     for (size_t i = 0; i < s->count; i++) {
         free(s->items[i].key);
         free(s->items[i].value);
+        for (size_t j = 0; j < s->items[i].inner_count; j++)
+            free(s->items[i].inner[j].path);
+        free(s->items[i].inner);
     }
     free(s->items);
     s->items = NULL;
@@ -636,6 +639,27 @@ static int want_strings(pctx *c, const ks_ynode *kn, const ks_ynode *v,
     return 0;
 }
 
+/* ks_yjson_at_fn: keep where a part of a nested config value was written. */
+typedef struct inner_arg {
+    ks_cfg_scalar *s;
+    const char *file;
+} inner_arg;
+
+static int add_inner(void *arg, const char *path, int line, int col)
+{
+    inner_arg *a = arg;
+    ks_cfg_scalar *s = a->s;
+    ks_cfg_inner *grown = realloc(s->inner, (s->inner_count + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    s->inner = grown;
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    s->inner[s->inner_count++] = (ks_cfg_inner){p, {a->file, line, col}};
+    return 0;
+}
+
 /* A mapping of scalars (config:, window:, properties:). Null = empty.
  * With `nested`, a value may be a mapping or list: kept as its JSON text
  * (yaml_tree.h) for processors that read structured config. */
@@ -671,7 +695,8 @@ static int want_scalars(pctx *c, const ks_ynode *kn, const ks_ynode *v,
         if (x->kind != KS_Y_SCALAR) {
             const ks_ynode *bad = x;
             char why[200];
-            if (ks_ynode_json(x, &s->value, &bad, why, sizeof why) != 0)
+            inner_arg ia = {s, c->p->file};
+            if (ks_ynode_json(x, &s->value, &bad, why, sizeof why, add_inner, &ia) != 0)
                 return FAIL_AT(c, bad, "in '%s' of '%s': %s", k->text, kn->text, why);
             s->nested = x->kind == KS_Y_MAP ? "a mapping" : "a list";
         } else {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../plugins/window.h"
+#include "ops_check.h"
 
 static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt,
                    ...) KS_PRINTF(4, 5);
@@ -370,7 +371,7 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                            "node '%s' (type '%s') needs config key '%s'", n->name,
                            n->type, f->name);
     }
-    return 0;
+    return ks_ops_check_node(n, err, errlen);
 }
 
 /* ---- nodes ------------------------------------------------------------ */

@@ -313,8 +313,45 @@ static int json_number(const char *s, size_t n)
     return ks_json_valid(s, n);
 }
 
+/* Where yjson is: the path of the node being rendered, and who to tell. */
+typedef struct ypath {
+    char path[1024];
+    size_t len;
+    ks_yjson_at_fn at;
+    void *arg;
+} ypath;
+
+/* Append "/seg" to the path; the old length, to restore. */
+static size_t ypath_push(ypath *y, const char *seg)
+{
+    size_t old = y->len;
+    int n = snprintf(y->path + y->len, sizeof y->path - y->len, "/%s", seg);
+    y->len = n < 0 || (size_t)n >= sizeof y->path - y->len ? sizeof y->path - 1 : y->len + (size_t)n;
+    return old;
+}
+
 static int yjson(const ks_ynode *n, jbuf *b, int depth, const ks_ynode **bad, char *why,
-                 size_t whylen)
+                 size_t whylen, ypath *y);
+
+/* Member or item i of the container n: its path, its mark, its JSON. */
+static int yjson_child(const ks_ynode *n, size_t i, jbuf *b, int depth, const ks_ynode **bad,
+                       char *why, size_t whylen, ypath *y)
+{
+    int map = n->kind == KS_Y_MAP;
+    const ks_ynode *k = map ? n->pairs[i].key : n->items[i];
+    char idx[24];
+    snprintf(idx, sizeof idx, "%zu", i);
+    size_t old = ypath_push(y, map ? k->text : idx);
+    if (y->at && y->at(y->arg, y->path, k->line, k->col) != 0)
+        b->oom = 1;
+    int rc = yjson(map ? n->pairs[i].value : n->items[i], b, depth + 1, bad, why, whylen, y);
+    y->len = old;
+    y->path[old] = '\0';
+    return rc;
+}
+
+static int yjson(const ks_ynode *n, jbuf *b, int depth, const ks_ynode **bad, char *why,
+                 size_t whylen, ypath *y)
 {
     if (depth > KS_YJSON_MAX_DEPTH) {
         *bad = n;
@@ -352,7 +389,7 @@ static int yjson(const ks_ynode *n, jbuf *b, int depth, const ks_ynode **bad, ch
             jstring(b, k->text, k->len);
             jput(b, ":", 1);
         }
-        if (yjson(map ? n->pairs[i].value : n->items[i], b, depth + 1, bad, why, whylen) != 0)
+        if (yjson_child(n, i, b, depth, bad, why, whylen, y) != 0)
             return -1;
     }
     jput(b, map ? "}" : "]", 1);
@@ -360,11 +397,14 @@ static int yjson(const ks_ynode *n, jbuf *b, int depth, const ks_ynode **bad, ch
 }
 
 int ks_ynode_json(const ks_ynode *n, char **out, const ks_ynode **bad, char *why,
-                  size_t whylen)
+                  size_t whylen, ks_yjson_at_fn at, void *arg)
 {
     jbuf b = {0};
+    ypath y = {.at = at, .arg = arg};
     *out = NULL;
-    if (yjson(n, &b, 0, bad, why, whylen) != 0) {
+    if (at && at(arg, "", n->line, n->col) != 0)
+        b.oom = 1;
+    if (yjson(n, &b, 0, bad, why, whylen, &y) != 0) {
         free(b.data);
         return -1;
     }

@@ -10,10 +10,11 @@
  *
  * Nested config values (predicates, field lists) reach init() as JSON text
  * (the host renders a YAML mapping or list under `config:` that way); init
- * compiles them once and refuses a bad config with a message naming the
- * config key and the place inside it. Per record nothing is parsed: the
- * value is checked with ks_json_valid() (the json serde's own check) and
- * read in place with json_ptr.h.
+ * compiles them once (ops_config.h) and refuses a bad config with a message
+ * naming the config key and the place inside it. `kstreams check` runs the
+ * same compilers and reports at FILE:LINE:COL. Per record nothing is
+ * parsed: the value is checked with ks_json_valid() (the json serde's own
+ * check) and read in place with json_ptr.h.
  *
  * Verdicts: a value that is not JSON is poison (KS_SKIP, the pipeline's
  * poison policy), logged with jansson's reason and byte position; a missing
@@ -30,28 +31,21 @@
 
 #include "../engine/json_valid.h"
 #include "json_ptr.h"
+#include "ops_config.h"
 #include "ops_map.h"
 #include "ops_pred.h"
 
 static const ks_host_api *host;
 
-typedef enum on_missing { MISSING_DROP, MISSING_POISON, MISSING_FAIL } on_missing;
-
-typedef struct route {
-    char *to;
-    ks_pred *where;
-} route;
-
 typedef struct ops_state {
     const char *who; /* "ops.filter", ... for messages */
     ks_pred *where;  /* filter */
-    route *routes;   /* branch */
-    size_t nroutes;
+    ks_routes routes; /* branch */
     const char *dflt; /* branch default child; NULL: drop */
     ks_map *map;      /* map */
     const char *path; /* select_key, flat_map: a pointer */
     size_t path_len;
-    on_missing missing;
+    ks_on_missing missing;
     ks_scratch scratch; /* decoded strings */
     ks_scratch out;     /* built values and keys */
 } ops_state;
@@ -63,11 +57,7 @@ static void ops_close(ks_ctx *ctx, void *state)
     if (!st)
         return;
     ks_pred_free(st->where);
-    for (size_t i = 0; i < st->nroutes; i++) {
-        free(st->routes[i].to);
-        ks_pred_free(st->routes[i].where);
-    }
-    free(st->routes);
+    ks_routes_free(&st->routes);
     ks_map_free(st->map);
     ks_scratch_free(&st->scratch);
     ks_scratch_free(&st->out);
@@ -130,10 +120,10 @@ static ks_verdict missing(ks_ctx *ctx, const ops_state *st, const ks_record *rec
                           const char *what)
 {
     switch (st->missing) {
-    case MISSING_DROP:
+    case KS_MISSING_DROP:
         host->metric_add(ctx, "missing_dropped", 1);
         return KS_OK;
-    case MISSING_POISON:
+    case KS_MISSING_POISON:
         host->log(ctx, KS_LOG_WARN, "%s: poison record %s[%d]@%lld: %s '%s'", st->who,
                   rec->topic ? rec->topic : "-", (int)rec->partition, (long long)rec->offset,
                   what, st->path);
@@ -185,52 +175,6 @@ static ks_verdict filter_process(ks_ctx *ctx, void *state, const ks_record *rec)
 
 /* ---- branch --------------------------------------------------------------- */
 
-/* routes: [ { to: CHILD, where: PRED }, ... ] */
-static int compile_routes(ops_state *st, const char *text, ks_cfg_err *e)
-{
-    ks_json_span root, item, k, v;
-    ks_json_iter it, mit;
-    if (!ks_json_valid(text, strlen(text)) || ks_json_root(text, strlen(text), &root) != 0 ||
-        root.type != KS_JSON_ARRAY)
-        return ks_cfg_fail(e, "", "expected a list of { to: CHILD, where: PREDICATE }");
-    ks_json_iter_init(&it, &root);
-    while (ks_json_iter_next(&it, NULL, &item) == 1)
-        st->nroutes++;
-    st->routes = calloc(st->nroutes ? st->nroutes : 1, sizeof *st->routes);
-    if (!st->routes) {
-        st->nroutes = 0;
-        return ks_cfg_fail(e, "", "out of memory");
-    }
-    ks_json_iter_init(&it, &root);
-    for (size_t i = 0; ks_json_iter_next(&it, NULL, &item) == 1; i++) {
-        char at[32];
-        snprintf(at, sizeof at, "/%zu", i);
-        route *r = &st->routes[i];
-        if (ks_json_iter_init(&mit, &item) != 0 || item.type != KS_JSON_OBJECT)
-            return ks_cfg_fail(e, at, "a route is { to: CHILD, where: PREDICATE }");
-        while (ks_json_iter_next(&mit, &k, &v) == 1) {
-            if (ks_json_string_eq(&k, "to", 2) && v.type == KS_JSON_STRING && !r->to) {
-                size_t n;
-                ks_json_string(&v, NULL, 0, &n);
-                if (!(r->to = calloc(1, n + 1)))
-                    return ks_cfg_fail(e, at, "out of memory");
-                ks_json_string(&v, r->to, n, &n);
-            } else if (ks_json_string_eq(&k, "where", 5) && !r->where) {
-                char wat[48];
-                snprintf(wat, sizeof wat, "%s/where", at);
-                if (ks_pred_compile(&v, wat, &r->where, e) != 0)
-                    return -1;
-            } else {
-                return ks_cfg_fail(e, at, "a route has two keys: to (a child's name, "
-                                          "a string) and where (a predicate)");
-            }
-        }
-        if (!r->to || !r->where)
-            return ks_cfg_fail(e, at, "a route needs both 'to' and 'where'");
-    }
-    return 0;
-}
-
 static ks_verdict branch_init(ks_ctx *ctx, void **state)
 {
     ops_state *st = new_state(ctx, "ops.branch");
@@ -240,7 +184,7 @@ static ks_verdict branch_init(ks_ctx *ctx, void **state)
         return KS_FATAL;
     }
     ks_cfg_err e;
-    if (compile_routes(st, routes, &e) != 0)
+    if (ks_routes_compile(routes, &st->routes, &e) != 0)
         return bad_config(ctx, st, "routes", &e);
     if (host->config_string(ctx, "default", &st->dflt) != 0 || !st->dflt[0])
         st->dflt = NULL;
@@ -268,12 +212,12 @@ static ks_verdict branch_process(ks_ctx *ctx, void *state, const ks_record *rec)
     int have = value_json(ctx, st, rec, &doc);
     if (have < 0)
         return KS_SKIP;
-    for (size_t i = 0; have && i < st->nroutes; i++) {
-        int r = ks_pred_eval(st->routes[i].where, &doc, &st->scratch);
+    for (size_t i = 0; have && i < st->routes.n; i++) {
+        int r = ks_pred_eval(st->routes.r[i].where, &doc, &st->scratch);
         if (r < 0)
             return KS_RETRY;
         if (r)
-            return route_to(ctx, st, st->routes[i].to, rec);
+            return route_to(ctx, st, st->routes.r[i].to, rec);
     }
     if (st->dflt)
         return route_to(ctx, st, st->dflt, rec);
@@ -335,22 +279,10 @@ static ks_verdict path_init(ks_ctx *ctx, void **state, const char *who)
     }
     ks_cfg_err e;
     st->path_len = strlen(st->path);
-    ks_json_span probe;
-    if (ks_json_find("null", 4, st->path, st->path_len, &probe) == KS_JSON_BAD_POINTER) {
-        ks_cfg_fail(&e, "", "'%s' is not a JSON pointer: it must be empty (the whole "
-                    "value) or start with '/', and '~' must be followed by 0 or 1", st->path);
+    if (ks_ops_path_check(st->path, &e) != 0)
         return bad_config(ctx, st, "path", &e);
-    }
-    if (strcmp(miss, "drop") == 0) {
-        st->missing = MISSING_DROP;
-    } else if (strcmp(miss, "poison") == 0) {
-        st->missing = MISSING_POISON;
-    } else if (strcmp(miss, "fail") == 0) {
-        st->missing = MISSING_FAIL;
-    } else {
-        ks_cfg_fail(&e, "", "expected drop, poison or fail, found '%s'", miss);
+    if (ks_ops_on_missing(miss, &st->missing, &e) != 0)
         return bad_config(ctx, st, "on_missing", &e);
-    }
     *state = st;
     return KS_OK;
 }

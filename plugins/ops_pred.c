@@ -46,15 +46,15 @@ void ks_scratch_free(ks_scratch *s)
 
 int ks_cfg_fail(ks_cfg_err *err, const char *at, const char *fmt, ...)
 {
-    char what[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    vsnprintf(err->what, sizeof err->what, fmt, ap);
     va_end(ap);
+    snprintf(err->at, sizeof err->at, "%s", at);
     if (*at)
-        snprintf(err->msg, sizeof err->msg, "at %s: %s", at, what);
+        snprintf(err->msg, sizeof err->msg, "at %s: %s", err->at, err->what);
     else
-        snprintf(err->msg, sizeof err->msg, "%s", what);
+        snprintf(err->msg, sizeof err->msg, "%s", err->what);
     return -1;
 }
 

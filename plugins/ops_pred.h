@@ -32,10 +32,13 @@ int ks_scratch_reserve(ks_scratch *s, size_t need);
 int ks_scratch_add(ks_scratch *s, const void *data, size_t n);
 void ks_scratch_free(ks_scratch *s);
 
-/* Why a config was refused: a message naming the place inside the config
- * value as a JSON pointer, e.g. "at /all/1: unknown operator 'eqq' ...". */
+/* Why a config was refused: `at` is the place inside the config value
+ * (member names and indexes joined by '/', "" for the value itself),
+ * `what` the reason, `msg` both: "at /all/1: unknown key 'eqq' ...". */
 typedef struct ks_cfg_err {
-    char msg[512];
+    char at[256];
+    char what[400];
+    char msg[700];
 } ks_cfg_err;
 
 /* Record a config error at `at` (a JSON pointer into the config value).

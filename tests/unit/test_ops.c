@@ -3,7 +3,8 @@
  * through the test driver: every predicate operator in a table of values
  * kept or dropped by ops.filter, then map, select_key, flat_map and branch,
  * bad values (poison, with the reason in the log) and config errors
- * (refused at init with a message naming the key and the place inside it).
+ * (refused when the pipeline is loaded, at the FILE:LINE:COL of the part
+ * that is wrong). test_ops_examples.c runs the examples.
  */
 #include <CUnit/CUnit.h>
 #include <fcntl.h>
@@ -13,9 +14,8 @@
 #include <unistd.h>
 
 #include "kstreams/testdriver.h"
+#include "unit/test_ops.h"
 #include "unit/test_util.h"
-
-#define OPS_PLUGIN_PATH KS_TEST_BUILDDIR "/plugins/.libs"
 
 #define HEAD                                                                           \
     "application: ops-test\n"                                                          \
@@ -24,9 +24,13 @@
     "  in: { topic: in, key: string, value: string }\n"                                \
     "nodes:\n"
 
+#define open_logged ks_test_ops_open_logged
+#define open_ok ks_test_ops_open
+#define next_is ks_test_ops_next_is
+
 /* Open `yaml` with fd 2 going to a file; *log gets what was logged
  * (static). Returns the driver, or NULL when it did not open. */
-static ks_driver *open_logged(const char *yaml, const char **log)
+ks_driver *ks_test_ops_open_logged(const char *yaml, const char **log)
 {
     static char text[16384];
     char path[] = "/tmp/ks-test-ops-XXXXXX";
@@ -52,7 +56,7 @@ static ks_driver *open_logged(const char *yaml, const char **log)
     return rc == 0 ? drv : NULL;
 }
 
-static ks_driver *open_ok(const char *yaml)
+ks_driver *ks_test_ops_open(const char *yaml)
 {
     const char *log;
     ks_driver *drv = open_logged(yaml, &log);
@@ -69,7 +73,7 @@ static int pipe_kv(ks_driver *drv, const char *key, const char *value)
 }
 
 /* 1 when the next record of `sink` has this key and value (NULL: null). */
-static int next_is(ks_driver *drv, const char *sink, const char *key, const char *value)
+int ks_test_ops_next_is(ks_driver *drv, const char *sink, const char *key, const char *value)
 {
     ks_driver_record r;
     if (ks_driver_read_output(drv, sink, &r) != 0) {
@@ -468,8 +472,8 @@ struct cfg_case {
 
 static const struct cfg_case cfg_cases[] = {
     {"filter", "{ where: { path: /a, eqq: 1 } }",
-     "ops.filter: node 'x': config 'where': at /eqq: unknown key 'eqq'; a predicate is all, "
-     "any, not, or path with one of: eq (==)"},
+     "ops.yaml:6:73: node 'x' (ops.filter) config 'where' at /eqq: unknown key 'eqq'; a "
+     "predicate is all, any, not, or path with one of: eq (==)"},
     {"filter", "{ where: { path: a, eq: 1 } }", "at /path: 'a' is not a JSON pointer"},
     {"filter", "{ where: { path: \"/a~2\", eq: 1 } }", "at /path: '/a~2' is not a JSON pointer"},
     {"filter", "{ where: { path: 5, eq: 1 } }", "at /path: 'path' must be a JSON pointer string"},
@@ -495,8 +499,9 @@ static const struct cfg_case cfg_cases[] = {
     {"filter", "{ wher: { path: /a, eq: 1 } }", "unknown config key 'wher' for type 'ops.filter'"},
     {"filter", "{ }", "node 'x' (type 'ops.filter') needs config key 'where'"},
     {"map", "{ fields: { a: x } }",
-     "config 'fields': at /a: 'x' is not a JSON pointer: it must be empty (the whole value) or "
-     "start with '/'; for a constant text write { const: \"x\" }"},
+     "ops.yaml:6:61: node 'x' (ops.map) config 'fields' at /a: 'x' is not a JSON pointer: it "
+     "must be empty (the whole value) or start with '/'; for a constant text write "
+     "{ const: \"x\" }"},
     {"map", "{ fields: { a: { path: /x, const: 1 } } }",
      "at /a: a field has exactly one of path (with an optional default), const or key"},
     {"map", "{ fields: { a: { default: 1 } } }", "at /a: a field has exactly one of"},
@@ -508,11 +513,12 @@ static const struct cfg_case cfg_cases[] = {
      "config 'on_missing': expected drop, poison or fail, found 'maybe'"},
     {"select_key", "{ path: a }", "config 'path': 'a' is not a JSON pointer"},
     {"flat_map", "{ path: \"/~\" }", "config 'path': '/~' is not a JSON pointer"},
-    {"branch", "{ routes: [ { to: a } ] }", "config 'routes': at /0: a route needs both"},
+    {"branch", "{ routes: [ { to: a } ] }", "config 'routes' at /0: a route needs both"},
+    {"branch", "{ routes: [] }", "config 'routes': expected at least one route"},
     {"branch", "{ routes: [ { to: a, where: { path: /x, eq: 1 }, else: b } ] }",
      "at /0: a route has two keys"},
     {"branch", "{ routes: [ { to: a, where: { path: /x, equals: 1 } } ] }",
-     "config 'routes': at /0/where/equals: unknown key 'equals'"},
+     "config 'routes' at /0/where/equals: unknown key 'equals'"},
     {"branch", "{ routes: { to: a } }", "config 'routes': expected a list of { to: CHILD"},
 };
 
@@ -536,156 +542,36 @@ static void test_config_errors(void)
         ks_driver_close(drv);
     }
     CU_ASSERT_EQUAL(failed, 0);
-}
 
-/* ---- docs/operators.md: every example, run ---------------------------------- */
-
-/* The next word of *p (NUL-terminated in place); "-" gives NULL. */
-static char *word(char **p)
-{
-    char *w = *p, *e = strchr(w, ' ');
-    if (e) {
-        *e = '\0';
-        *p = e + 1;
-    } else {
-        *p = w + strlen(w);
-    }
-    return strcmp(w, "-") == 0 ? NULL : w;
-}
-
-/* Run one ```text block of "in KEY VALUE", "poison KEY VALUE" and
- * "out SINK KEY VALUE" lines against the pipeline `yaml`; 0 when it all
- * holds. */
-static int run_records(const char *yaml, char *records, int line)
-{
-    ks_driver *drv = open_ok(yaml);
-    int bad = 0;
-    for (char *l = strtok(records, "\n"); l; l = strtok(NULL, "\n"), line++) {
-        char *rest = l, *cmd = word(&rest);
-        if (!cmd)
-            continue;
-        if (!strcmp(cmd, "in") || !strcmp(cmd, "poison")) {
-            char *key = word(&rest), *value = strcmp(rest, "-") ? rest : NULL;
-            int rc = ks_driver_pipe(drv, "in", key, key ? strlen(key) : 0, value,
-                                    value ? strlen(value) : 0, 1000);
-            if (rc != (!strcmp(cmd, "in") ? 0 : KS_SKIP)) {
-                fprintf(stderr, "\noperators.md:%d: '%s': rc %d\n", line, l, rc);
-                bad++;
-            }
-        } else if (!strcmp(cmd, "out")) {
-            char *sink = word(&rest), *key = word(&rest);
-            if (!next_is(drv, sink, key, strcmp(rest, "-") ? rest : NULL)) {
-                fprintf(stderr, "operators.md:%d: not the next output\n", line);
-                bad++;
-            }
-        } else {
-            fprintf(stderr, "\noperators.md:%d: unknown line '%s'\n", line, cmd);
-            bad++;
-        }
-    }
-    if (ks_driver_output_count(drv, NULL) != 0) {
-        fprintf(stderr, "\noperators.md:%d: %zu outputs not listed\n", line,
-                ks_driver_output_count(drv, NULL));
-        bad++;
-    }
+    /* block style: the line and column of the part that is wrong */
+    const char *log;
+    ks_driver *drv = open_logged(
+        HEAD "  - name: f\n"
+             "    type: ops.filter\n"
+             "    from: in\n"
+             "    config:\n"
+             "      where:\n"
+             "        all:\n"
+             "          - { path: /url, prefix: /api/ }\n"
+             "          - any:\n"
+             "              - { path: /ms, gte: 500 }\n"
+             "sinks:\n  - { name: out, from: f, topic: out }\n",
+        &log);
+    CU_ASSERT_PTR_NULL(drv);
+    CU_ASSERT_STRING_EQUAL(log, "ops.yaml:14:30: node 'f' (ops.filter) config 'where' at "
+                                "/all/1/any/0/gte: unknown key 'gte'; a predicate is all, any, "
+                                "not, or path with one of: eq (==), ne (!=), lt (<), le (<=), "
+                                "gt (>), ge (>=), exists, contains, prefix, in, is");
     ks_driver_close(drv);
-    return bad;
-}
-
-static void test_docs_examples(void)
-{
-    FILE *f = fopen(KS_TEST_SRCDIR "/../docs/operators.md", "r");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    static char yaml[8192], records[8192];
-    char l[1024];
-    int line = 0, in = 0, rec_line = 0, examples = 0, bad = 0;
-    size_t yl = 0, rl = 0;
-    /* in: 0 prose, 1 a yaml block, 2 after one (blank lines), 3 its records */
-    while (fgets(l, sizeof l, f)) {
-        line++;
-        if (in == 1 || in == 3) {
-            if (strncmp(l, "```", 3) == 0) {
-                if (in == 3) {
-                    records[rl] = '\0';
-                    bad += run_records(yaml, records, rec_line + 1);
-                    examples++;
-                }
-                in = in == 1 ? 2 : 0;
-            } else if (in == 1 && yl + strlen(l) < sizeof yaml) {
-                yl += (size_t)snprintf(yaml + yl, sizeof yaml - yl, "%s", l);
-            } else if (in == 3 && rl + strlen(l) < sizeof records) {
-                rl += (size_t)snprintf(records + rl, sizeof records - rl, "%s", l);
-            }
-        } else if (strcmp(l, "```yaml\n") == 0) {
-            in = 1;
-            yl = 0;
-        } else if (in == 2 && strcmp(l, "```text\n") == 0) {
-            in = 3;
-            rl = 0;
-            rec_line = line;
-        } else if (in == 2 && strcmp(l, "\n") != 0) {
-            in = 0;
-        }
-    }
-    fclose(f);
-    printf("\n    docs/operators.md: %d examples run, %d failures\n", examples, bad);
-    CU_ASSERT_EQUAL(examples, 5);
-    CU_ASSERT_EQUAL(bad, 0);
-}
-
-/* ---- examples/page-views: YAML only counts as the C plugin ------------------ */
-
-#define PV_DIR KS_TEST_SRCDIR "/../examples/page-views/"
-
-/* Pipe the demo's views (scripts/demo.sh: 5 users, every 7th a bot) and
- * some odd ones into `file`; the count updates go to out (one line each). */
-static void page_views(const char *file, char *out, size_t cap)
-{
-    ks_driver_options opt = {
-        .plugin_path = OPS_PLUGIN_PATH ":" KS_TEST_BUILDDIR "/examples/page-views/.libs",
-        .partitions = 4};
-    ks_driver *drv = NULL;
-    char err[1024] = "";
-    int rc = ks_driver_open(file, &opt, &drv, err, sizeof err);
-    if (rc != 0)
-        fprintf(stderr, "\n%s: %s\n", file, err);
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
-    static const char *const odd[] = {
-        "[1,2]", "\"text\"", "42", "null", "{}", "{\"user_agent\":5}",
-        "{\"user_agent\":\"Bot\"}", "{\"user_agent\":\"ro\\u0062ot\"}",
-        "{\"user_agent\":null,\"url\":\"/\"}", NULL};
-    for (int i = 1; i <= 1000; i++) {
-        char key[32], value[160];
-        snprintf(key, sizeof key, "user-%d", i % 5 + 1);
-        snprintf(value, sizeof value, "{\"user_agent\":\"%s\",\"url\":\"/page/%d\",\"bytes\":%d}",
-                 i % 7 == 0 ? "crawler-bot" : "browser", i % 7, i * 10);
-        CU_ASSERT_EQUAL(ks_driver_pipe(drv, "views", key, strlen(key), value, strlen(value), i),
-                        0);
-        if (i % 100 == 0) { /* odd values, and a tombstone */
-            const char *v = odd[(i / 100) % 10];
-            CU_ASSERT_EQUAL(ks_driver_pipe(drv, "views", key, strlen(key), v, v ? strlen(v) : 0,
-                                           i), 0);
-        }
-    }
-    size_t at = 0;
-    ks_driver_record r;
-    while (ks_driver_read_output(drv, NULL, &r) == 0 && at + 64 < cap)
-        at += (size_t)snprintf(out + at, cap - at, "%.*s %lld\n", (int)r.key_len,
-                               (const char *)r.key, (long long)ks_int64_decode(r.value));
+    drv = open_logged(HEAD "  - name: m\n    type: ops.map\n    from: in\n    config:\n"
+                           "      fields:\n        a: /x\n        b: { key: yaml }\n"
+                           "sinks:\n  - { name: out, from: m, topic: out }\n",
+                      &log);
+    CU_ASSERT_PTR_NULL(drv);
+    CU_ASSERT_STRING_EQUAL(log, "ops.yaml:12:9: node 'm' (ops.map) config 'fields' at /b: key: "
+                                "is string (the key as a JSON string) or json (the key is JSON "
+                                "text)");
     ks_driver_close(drv);
-}
-
-static void test_page_views_yaml_only(void)
-{
-    static char c_counts[65536], yaml_counts[65536];
-    page_views(PV_DIR "pipeline.yaml", c_counts, sizeof c_counts);
-    page_views(PV_DIR "pipeline-yaml-only.yaml", yaml_counts, sizeof yaml_counts);
-    CU_ASSERT_STRING_EQUAL(c_counts, yaml_counts);
-    /* kept: 858 views by browsers and 4 odd objects, of 1010 piped */
-    size_t lines = 0;
-    for (const char *p = yaml_counts; (p = strchr(p, '\n')); p++)
-        lines++;
-    CU_ASSERT_EQUAL(lines, 862);
 }
 
 void ks_test_register_ops(void)
@@ -698,6 +584,4 @@ void ks_test_register_ops(void)
     CU_add_test(s, "flat_map: one record per element", test_flat_map);
     CU_add_test(s, "branch: first route that holds, default", test_branch);
     CU_add_test(s, "config errors name the key and the place", test_config_errors);
-    CU_add_test(s, "docs/operators.md: every example's records", test_docs_examples);
-    CU_add_test(s, "page-views: YAML only counts as the C plugin", test_page_views_yaml_only);
 }
