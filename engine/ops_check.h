@@ -16,4 +16,10 @@
  * the part of the value that is wrong. Other nodes: 0. */
 int ks_ops_check_node(const ks_cfg_node *n, char *err, size_t errlen);
 
+/* For a node of type ops.branch: 0 when every route's `to` and the
+ * `default` name a child of it (a node or sink with `from:` it), else -1
+ * and err at where the name was written. Other nodes: 0. Call after
+ * ks_ops_check_node. */
+int ks_ops_check_children(const ks_pipeline *p, const ks_cfg_node *n, char *err, size_t errlen);
+
 #endif /* KS_OPS_CHECK_H */

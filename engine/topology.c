@@ -415,7 +415,8 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
                        "plugin '%s' (%s) has no processor type '%s'; it offers: %s",
                        d->name, tn->plugin->path, n->processor, names);
     }
-    if (validate_config(n, tn->ptype, err, errlen) != 0)
+    if (validate_config(n, tn->ptype, err, errlen) != 0 ||
+        ks_ops_check_children(p, n, err, errlen) != 0)
         return -1;
     if ((tn->ptype->flags & KS_PROC_NEEDS_STORE) && n->store_count == 0)
         return fail_at(err, errlen, &n->mark,

@@ -372,8 +372,10 @@ static int step(ks_json_span *cur, cptr t, cptr te)
 
 int ks_json_at(const ks_json_span *in, const char *ptr, size_t ptr_len, ks_json_span *out)
 {
-    cptr p = (cptr)ptr, end = p + ptr_len;
-    if (!in || (!ptr && ptr_len) || check_pointer(p, end) != 0)
+    if (!in || (!ptr && ptr_len))
+        return KS_JSON_BAD_POINTER;
+    cptr p = (cptr)(ptr ? ptr : ""), end = p + ptr_len;
+    if (check_pointer(p, end) != 0)
         return KS_JSON_BAD_POINTER;
     ks_json_span cur = *in;
     while (p < end) {
@@ -393,7 +395,11 @@ int ks_json_find(const char *doc, size_t len, const char *ptr, size_t ptr_len,
                  ks_json_span *out)
 {
     ks_json_span root;
-    if (check_pointer((cptr)ptr, (cptr)ptr + ptr_len) != 0 || (!ptr && ptr_len))
+    if (!ptr && ptr_len)
+        return KS_JSON_BAD_POINTER;
+    if (!ptr)
+        ptr = "";
+    if (check_pointer((cptr)ptr, (cptr)ptr + ptr_len) != 0)
         return KS_JSON_BAD_POINTER;
     int rc = ks_json_root(doc, len, &root);
     return rc != KS_JSON_FOUND ? rc : ks_json_at(&root, ptr, ptr_len, out);

@@ -452,15 +452,36 @@ static void test_branch(void)
     CU_ASSERT_EQUAL(pipe_kv(drv, "f", "{"), KS_SKIP);
     ks_driver_close(drv);
 
-    /* no default: unrouted records are dropped; a route to no child fails */
+    /* no default: unrouted records are dropped */
     drv = open_ok(HEAD "  - name: b\n    type: ops.branch\n    from: in\n    config:\n"
                        "      routes:\n"
                        "        - { to: errors, where: { path: /status, ge: 500 } }\n"
-                       "        - { to: typo, where: { path: /status, eq: 404 } }\n"
                        BRANCH_SINKS);
     CU_ASSERT_EQUAL(pipe_kv(drv, "a", "{\"status\":200}"), 0);
-    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0);
-    CU_ASSERT_EQUAL(pipe_kv(drv, "a", "{\"status\":404}"), KS_FATAL);
+    CU_ASSERT_EQUAL(pipe_kv(drv, "a", "{\"status\":500}"), 0);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 1);
+    CU_ASSERT(next_is(drv, "errors", "a", "{\"status\":500}"));
+    ks_driver_close(drv);
+
+    /* a route or default naming no child is refused where it is written */
+    const char *log;
+    drv = open_logged(HEAD "  - name: b\n    type: ops.branch\n    from: in\n    config:\n"
+                           "      routes:\n"
+                           "        - { to: errors, where: { path: /status, ge: 500 } }\n"
+                           "        - { to: typo, where: { path: /status, eq: 404 } }\n"
+                           BRANCH_SINKS,
+                      &log);
+    CU_ASSERT_PTR_NULL(drv);
+    CU_ASSERT_STRING_EQUAL(log, "ops.yaml:12:13: node 'b' (ops.branch) routes to 'typo', which "
+                                "is not one of its children: give a node or sink `from: b` and "
+                                "`name: typo`");
+    ks_driver_close(drv);
+    drv = open_logged(HEAD "  - name: b\n    type: ops.branch\n    from: in\n    config:\n"
+                           "      routes: [ { to: ok, where: { path: /s, eq: 1 } } ]\n"
+                           "      default: in\n" BRANCH_SINKS,
+                      &log);
+    CU_ASSERT_PTR_NULL(drv);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "ops.yaml:11:16: node 'b' (ops.branch) routes to 'in'"));
     ks_driver_close(drv);
 }
 
