@@ -593,6 +593,19 @@ static void test_config_errors(void)
                                 "is string (the key as a JSON string) or json (the key is JSON "
                                 "text)");
     ks_driver_close(drv);
+
+    /* a list or mapping only goes to a string key of any plugin's schema */
+    const char *yaml = HEAD "  - { name: x, type: changes.only_changes, from: in, store: s,\n"
+                            "      config: { report_every: [1s] } }\n"
+                            "sinks:\n  - { name: out, from: x, topic: out }\n";
+    ks_driver_options opt = {.plugin_path = KS_TEST_BUILDDIR "/examples/plugin-test/.libs"};
+    char err[512] = "";
+    drv = NULL;
+    CU_ASSERT_NOT_EQUAL(ks_driver_open_text("ops.yaml", yaml, strlen(yaml), &opt, &drv, err,
+                                            sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(err, "ops.yaml:7:31: config key 'report_every' of node 'x' must be a "
+                                "duration (e.g. 250ms, 10s, 5m), found a list");
+    ks_driver_close(drv);
 }
 
 void ks_test_register_ops(void)
