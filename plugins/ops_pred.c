@@ -255,6 +255,8 @@ static int compile_leaf(ks_pred *p, const ks_json_span *in, const char *at, ks_c
         name[n] = '\0';
         join(sub, at, name);
         if (strcmp(name, "path") == 0) {
+            if (p->ptr)
+                return ks_cfg_fail(err, sub, "'path' twice");
             if (v.type != KS_JSON_STRING)
                 return ks_cfg_fail(err, sub, "'path' must be a JSON pointer string "
                                              "(\"\" for the whole value, /a/b for a field)");
