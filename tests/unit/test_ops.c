@@ -8,6 +8,7 @@
  */
 #include <CUnit/CUnit.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -608,6 +609,62 @@ static void test_config_errors(void)
     ks_driver_close(drv);
 }
 
+/* ---- random values through every operator -------------------------------- */
+
+static void test_random_values(void)
+{
+    ks_driver *drv = open_ok(
+        HEAD "  - { name: f, type: ops.filter, from: in, config: { where: { any: [\n"
+             "      { path: /a/0/b, contains: x }, { path: /s, prefix: ab }, { path: /n, ge: 1 },\n"
+             "      { path: /a, contains: 1 }, { path: /s, in: [ab, 1, null] } ] } } }\n"
+             "  - { name: m, type: ops.map, from: in, config: { fields: {\n"
+             "      x: /a/0, y: { path: /s, default: [1] }, k: { key: string } } } }\n"
+             "  - { name: s, type: ops.select_key, from: in, config: { path: /s } }\n"
+             "  - { name: l, type: ops.flat_map, from: in, config: { path: /a } }\n"
+             "  - name: b\n    type: ops.branch\n    from: in\n    config:\n"
+             "      routes: [ { to: b1, where: { path: /n, lt: 0 } } ]\n      default: b2\n"
+             "sinks:\n  - { from: f, topic: o1 }\n  - { from: m, topic: o2 }\n"
+             "  - { from: s, topic: o3 }\n  - { from: l, topic: o4 }\n"
+             "  - { name: b1, from: b, topic: o5 }\n  - { name: b2, from: b, topic: o6 }\n");
+    static const char seed[] = "{\"a\":[{\"b\":\"x\\u0078y\"},1,[2,{}]],\"s\":\"ab\\\"c\","
+                               "\"n\":-1.5e2,\"t\":true,\"z\":null}";
+    static const char junk[] = "{}[]\",:\\ -0123456789eEtfnu.\x80\xc3\xff\t";
+    uint64_t r = 0x9e3779b97f4a7c15ULL;
+    long ok = 0, poison = 0, other = 0;
+    char v[256];
+    /* each poison record is logged by every operator: not into the test log */
+    fflush(stderr);
+    int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+    CU_ASSERT_FATAL(saved >= 0 && devnull >= 0);
+    dup2(devnull, 2);
+    close(devnull);
+    for (int i = 0; i < 20000; i++) {
+        size_t n = sizeof seed - 1;
+        memcpy(v, seed, n);
+        for (int m = 0; m < 1 + i % 3; m++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            if (r % 5 == 0)
+                n = (size_t)(r >> 8) % (n + 1); /* truncate */
+            else if (n)
+                v[(r >> 8) % n] = junk[(r >> 24) % (sizeof junk - 1)];
+        }
+        int rc = ks_driver_pipe(drv, "in", "k", 1, v, n, i);
+        ok += rc == 0;
+        poison += rc == KS_SKIP;
+        other += rc != 0 && rc != KS_SKIP;
+        ks_driver_record rec;
+        while (ks_driver_read_output(drv, NULL, &rec) == 0)
+            ;
+    }
+    ks_driver_close(drv);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    printf("\n    20000 mutated values: %ld processed, %ld poison, %ld other\n", ok, poison, other);
+    CU_ASSERT_EQUAL(other, 0);
+    CU_ASSERT(ok > 1000 && poison > 1000);
+}
+
 void ks_test_register_ops(void)
 {
     CU_pSuite s = CU_add_suite("ops", NULL, NULL);
@@ -618,4 +675,5 @@ void ks_test_register_ops(void)
     CU_add_test(s, "flat_map: one record per element", test_flat_map);
     CU_add_test(s, "branch: first route that holds, default", test_branch);
     CU_add_test(s, "config errors name the key and the place", test_config_errors);
+    CU_add_test(s, "20 000 mutated values through every operator", test_random_values);
 }
