@@ -204,6 +204,9 @@ static void free_scalars(ks_cfg_scalars *s)
     for (size_t i = 0; i < s->count; i++) {
         free(s->items[i].key);
         free(s->items[i].value);
+        for (size_t j = 0; j < s->items[i].inner_count; j++)
+            free(s->items[i].inner[j].path);
+        free(s->items[i].inner);
     }
     free(s->items);
     s->items = NULL;
@@ -671,9 +674,32 @@ static int want_strings(pctx *c, const ks_ynode *kn, const ks_ynode *v,
     return 0;
 }
 
-/* A mapping of scalars (config:, window:, properties:). Null = empty. */
+/* ks_yjson_at_fn: keep where a part of a nested config value was written. */
+typedef struct inner_arg {
+    ks_cfg_scalar *s;
+    const char *file;
+} inner_arg;
+
+static int add_inner(void *arg, const char *path, int line, int col)
+{
+    inner_arg *a = arg;
+    ks_cfg_scalar *s = a->s;
+    ks_cfg_inner *grown = realloc(s->inner, (s->inner_count + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    s->inner = grown;
+    char *p = strdup(path);
+    if (!p)
+        return -1;
+    s->inner[s->inner_count++] = (ks_cfg_inner){p, {a->file, line, col}};
+    return 0;
+}
+
+/* A mapping of scalars (config:, window:, properties:). Null = empty.
+ * With `nested`, a value may be a mapping or list: kept as its JSON text
+ * (yaml_tree.h) for processors that read structured config. */
 static int want_scalars(pctx *c, const ks_ynode *kn, const ks_ynode *v,
-                        ks_cfg_scalars *out)
+                        ks_cfg_scalars *out, int nested)
 {
     char buf[80];
     int r = want_map(c, kn, v, 1);
@@ -685,7 +711,7 @@ static int want_scalars(pctx *c, const ks_ynode *kn, const ks_ynode *v,
         const ks_ynode *k = v->pairs[i].key, *x = v->pairs[i].value;
         if (k->kind != KS_Y_SCALAR || ks_ynode_is_null(k))
             return FAIL_AT(c, k, "expected a string key in '%s'", kn->text);
-        if (x->kind != KS_Y_SCALAR)
+        if (x->kind != KS_Y_SCALAR && !nested)
             return FAIL_AT(c, x,
                            "expected a scalar for '%s' in '%s', found %s "
                            "(nested values are not allowed)",
@@ -701,7 +727,16 @@ static int want_scalars(pctx *c, const ks_ynode *kn, const ks_ynode *v,
         s->key = dup_at(c, k, k->text);
         if (!s->key)
             return -1;
-        s->value = dup_at(c, x, x->text);
+        if (x->kind != KS_Y_SCALAR) {
+            const ks_ynode *bad = x;
+            char why[200];
+            inner_arg ia = {s, c->p->file};
+            if (ks_ynode_json(x, &s->value, &bad, why, sizeof why, add_inner, &ia) != 0)
+                return FAIL_AT(c, bad, "in '%s' of '%s': %s", k->text, kn->text, why);
+            s->nested = x->kind == KS_Y_MAP ? "a mapping" : "a list";
+        } else {
+            s->value = dup_at(c, x, x->text);
+        }
         if (!s->value)
             return -1;
         s->key_mark = mark_of(c, k);
@@ -952,7 +987,7 @@ static int parse_node(pctx *c, ks_cfg_node *n, const ks_ynode *map)
                            "'from' must name at least one input");
     }
     if (f.val[N_CONFIG] &&
-        want_scalars(c, f.key[N_CONFIG], f.val[N_CONFIG], &n->config) != 0)
+        want_scalars(c, f.key[N_CONFIG], f.val[N_CONFIG], &n->config, 1) != 0)
         return -1;
     if (f.val[N_STORE] && f.val[N_STORES]) {
         const ks_ynode *later = before(f.key[N_STORE], f.key[N_STORES])
@@ -987,7 +1022,7 @@ static int parse_node(pctx *c, ks_cfg_node *n, const ks_ynode *map)
         parse_functions(c, n, f.key[N_FUNCTIONS], f.val[N_FUNCTIONS]) != 0)
         return -1;
     if (f.val[N_WINDOW] &&
-        want_scalars(c, f.key[N_WINDOW], f.val[N_WINDOW], &n->window) != 0)
+        want_scalars(c, f.key[N_WINDOW], f.val[N_WINDOW], &n->window, 0) != 0)
         return -1;
     for (int k = N_NAME; k <= N_FROM; k++)
         if (!f.val[k])
@@ -1193,7 +1228,7 @@ static int parse_kafka(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     if (f.val[0] && parse_bootstrap(c, f.key[0], f.val[0]) != 0)
         return -1;
     if (f.val[1] &&
-        want_scalars(c, f.key[1], f.val[1], &c->p->kafka_properties) != 0)
+        want_scalars(c, f.key[1], f.val[1], &c->p->kafka_properties, 0) != 0)
         return -1;
     if (!f.val[0])
         return missing(c, v, "kafka", "bootstrap");

@@ -40,10 +40,23 @@ typedef enum ks_poison_policy {
     KS_POISON_DEAD_LETTER
 } ks_poison_policy;
 
+/* Where a part of a nested config value was written: its path inside the
+ * value (member names and indexes joined by '/', as written; "" for the
+ * value itself) and its mark (a member's: that of its key). */
+typedef struct ks_cfg_inner {
+    char *path;
+    ks_mark mark;
+} ks_cfg_inner;
+
 /* A scalar written in YAML, kept as text with its mark. */
 typedef struct ks_cfg_scalar {
     char *key;   /* map key, or NULL in a list */
-    char *value; /* the scalar text as written  */
+    char *value; /* the scalar text as written; a nested value as JSON */
+    /* NULL for a scalar; "a mapping" or "a list" for a nested value under
+     * `config:`, which reaches plugins as its JSON text (string keys only) */
+    const char *nested;
+    ks_cfg_inner *inner; /* nested: where each of its parts was written */
+    size_t inner_count;
     ks_mark mark;     /* of the value */
     ks_mark key_mark; /* of the key   */
 } ks_cfg_scalar;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../plugins/window.h"
+#include "ops_check.h"
 
 static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt,
                    ...) KS_PRINTF(4, 5);
@@ -347,6 +348,10 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                            "unknown config key '%s' for type '%s'; expected %s%s",
                            s->key, n->type, names[0] ? "one of: " : "none", names);
         }
+        if (s->nested && f->type != KS_CONFIG_STRING)
+            return fail_at(err, errlen, &s->mark,
+                           "config key '%s' of node '%s' must be %s, found %s", s->key,
+                           n->name, config_type_name(f->type), s->nested);
         if (check_value(f, s->value) != 0)
             return fail_at(err, errlen, &s->mark,
                            "config key '%s' of node '%s' must be %s, found '%s'",
@@ -366,7 +371,7 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                            "node '%s' (type '%s') needs config key '%s'", n->name,
                            n->type, f->name);
     }
-    return 0;
+    return ks_ops_check_node(n, err, errlen);
 }
 
 /* ---- nodes ------------------------------------------------------------ */
@@ -410,7 +415,8 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
                        "plugin '%s' (%s) has no processor type '%s'; it offers: %s",
                        d->name, tn->plugin->path, n->processor, names);
     }
-    if (validate_config(n, tn->ptype, err, errlen) != 0)
+    if (validate_config(n, tn->ptype, err, errlen) != 0 ||
+        ks_ops_check_children(p, n, err, errlen) != 0)
         return -1;
     if ((tn->ptype->flags & KS_PROC_NEEDS_STORE) && n->store_count == 0)
         return fail_at(err, errlen, &n->mark,

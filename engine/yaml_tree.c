@@ -3,12 +3,16 @@
  */
 #include "yaml_tree.h"
 
+#include <ctype.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <yaml.h>
+
+#include "json_valid.h"
 
 static int set_err(ks_yerr *err, int line, int col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -290,4 +294,171 @@ const ks_ynode *ks_ynode_get(const ks_ynode *map, const char *key)
             return map->pairs[i].value;
     }
     return NULL;
+}
+
+/* ---- YAML to JSON -------------------------------------------------------- */
+
+typedef struct jbuf {
+    char *data;
+    size_t len, cap;
+    int oom;
+} jbuf;
+
+static void jput(jbuf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 128;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            b->oom = 1;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void jstring(jbuf *b, const char *s, size_t n)
+{
+    jput(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            jput(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            jput(b, esc, 6);
+        } else {
+            jput(b, (const char *)&c, 1);
+        }
+    }
+    jput(b, "\"", 1);
+}
+
+/* A plain scalar that is a JSON number kstreams' JSON check accepts. */
+static int json_number(const char *s, size_t n)
+{
+    size_t i = s[0] == '-';
+    if (i == n || !isdigit((unsigned char)s[i]) || (s[i] == '0' && i + 1 < n &&
+                                                     isdigit((unsigned char)s[i + 1])))
+        return 0;
+    for (; i < n; i++)
+        if (!strchr("0123456789.eE+-", s[i]))
+            return 0;
+    return ks_json_valid(s, n);
+}
+
+/* Where yjson is: the path of the node being rendered, and who to tell. */
+typedef struct ypath {
+    char path[1024];
+    size_t len;
+    ks_yjson_at_fn at;
+    void *arg;
+} ypath;
+
+/* Append "/seg" to the path; the old length, to restore. */
+static size_t ypath_push(ypath *y, const char *seg)
+{
+    size_t old = y->len;
+    int n = snprintf(y->path + y->len, sizeof y->path - y->len, "/%s", seg);
+    y->len = n < 0 || (size_t)n >= sizeof y->path - y->len ? sizeof y->path - 1 : y->len + (size_t)n;
+    return old;
+}
+
+static int yjson(const ks_ynode *n, jbuf *b, int depth, const ks_ynode **bad, char *why,
+                 size_t whylen, ypath *y);
+
+/* Member or item i of the container n: its path, its mark, its JSON. */
+static int yjson_child(const ks_ynode *n, size_t i, jbuf *b, int depth, const ks_ynode **bad,
+                       char *why, size_t whylen, ypath *y)
+{
+    int map = n->kind == KS_Y_MAP;
+    const ks_ynode *k = map ? n->pairs[i].key : n->items[i];
+    char idx[24];
+    snprintf(idx, sizeof idx, "%zu", i);
+    size_t old = ypath_push(y, map ? k->text : idx);
+    if (y->at && y->at(y->arg, y->path, k->line, k->col) != 0)
+        b->oom = 1;
+    int rc = yjson(map ? n->pairs[i].value : n->items[i], b, depth + 1, bad, why, whylen, y);
+    y->len = old;
+    y->path[old] = '\0';
+    return rc;
+}
+
+static int yjson(const ks_ynode *n, jbuf *b, int depth, const ks_ynode **bad, char *why,
+                 size_t whylen, ypath *y)
+{
+    if (depth > KS_YJSON_MAX_DEPTH) {
+        *bad = n;
+        snprintf(why, whylen, "nested deeper than %d levels", KS_YJSON_MAX_DEPTH);
+        return -1;
+    }
+    if (n->kind == KS_Y_SCALAR) {
+        if (ks_ynode_is_null(n))
+            jput(b, "null", 4);
+        else if (n->plain && (!strcmp(n->text, "true") || !strcmp(n->text, "True") ||
+                              !strcmp(n->text, "TRUE")))
+            jput(b, "true", 4);
+        else if (n->plain && (!strcmp(n->text, "false") || !strcmp(n->text, "False") ||
+                              !strcmp(n->text, "FALSE")))
+            jput(b, "false", 5);
+        else if (n->plain && json_number(n->text, n->len))
+            jput(b, n->text, n->len);
+        else
+            jstring(b, n->text, n->len);
+        return 0;
+    }
+    int map = n->kind == KS_Y_MAP;
+    jput(b, map ? "{" : "[", 1);
+    for (size_t i = 0; i < n->count; i++) {
+        if (i)
+            jput(b, ",", 1);
+        if (map) {
+            const ks_ynode *k = n->pairs[i].key;
+            if (k->kind != KS_Y_SCALAR) {
+                *bad = k;
+                snprintf(why, whylen, "expected a scalar as a mapping key, found a %s",
+                         k->kind == KS_Y_MAP ? "mapping" : "list");
+                return -1;
+            }
+            jstring(b, k->text, k->len);
+            jput(b, ":", 1);
+        }
+        if (yjson_child(n, i, b, depth, bad, why, whylen, y) != 0)
+            return -1;
+    }
+    jput(b, map ? "}" : "]", 1);
+    return 0;
+}
+
+int ks_ynode_json(const ks_ynode *n, char **out, const ks_ynode **bad, char *why,
+                  size_t whylen, ks_yjson_at_fn at, void *arg)
+{
+    jbuf b = {0};
+    ypath y = {.at = at, .arg = arg};
+    *out = NULL;
+    if (at && at(arg, "", n->line, n->col) != 0)
+        b.oom = 1;
+    if (yjson(n, &b, 0, bad, why, whylen, &y) != 0) {
+        free(b.data);
+        return -1;
+    }
+    if (b.oom) {
+        free(b.data);
+        *bad = n;
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    *out = b.data;
+    return 0;
 }

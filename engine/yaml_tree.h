@@ -82,4 +82,26 @@ int ks_ynode_is_null(const ks_ynode *n);
  * mapping). */
 const ks_ynode *ks_ynode_get(const ks_ynode *map, const char *key);
 
+/* Nesting beyond this is refused by ks_ynode_json (and bounds its
+ * recursion; an alias may make the tree cyclic). */
+#define KS_YJSON_MAX_DEPTH 32
+
+/* Called by ks_ynode_json for every node it renders: `path` is where the
+ * node sits, member names and indexes joined by '/' as written (not
+ * escaped; "" for `n` itself), line and col where it starts (a member: its
+ * key). Returns 0, or -1 to stop (out of memory). */
+typedef int (*ks_yjson_at_fn)(void *arg, const char *path, int line, int col);
+
+/*
+ * Render `n` as compact JSON text: mappings as objects (keys must be
+ * scalars; they become strings), sequences as arrays; a plain scalar that
+ * YAML reads as null, true or false, or that is a JSON number, as that;
+ * every other scalar (and every quoted one) as a string. `at` (may be
+ * NULL) learns where each node was written. Returns 0 and *out (malloc'd,
+ * NUL-terminated; the caller frees it), or -1 with *bad the offending node
+ * and `why` (whylen bytes) the reason.
+ */
+int ks_ynode_json(const ks_ynode *n, char **out, const ks_ynode **bad, char *why,
+                  size_t whylen, ks_yjson_at_fn at, void *arg);
+
 #endif /* KS_YAML_TREE_H */

@@ -661,6 +661,47 @@ static void test_in_memory(void)
     }
 }
 
+/* A nested value under `config:` reaches plugins as JSON text; window:
+ * and properties: stay scalars only. */
+static void test_nested_config(void)
+{
+    char err[1024] = "";
+    ks_pipeline *p = parse_text(
+        BASE "nodes:\n"
+             "  - name: f\n    type: ops.filter\n    from: in\n    config:\n"
+             "      plain: /a/b\n"
+             "      where: { all: [ { path: /n, ge: 10 }, { path: /s, in: [\"10\", x, -1.5e3,"
+             " true, False, ~, 'true', \"q\\\"\\\\\\t\", 007, 0x1f, 1e400] } ] }\n"
+             "      list: [ { a: [] }, {} ]\n"
+             "sinks: [ { from: f, topic: o } ]\n",
+        err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    const ks_cfg_scalars *c = &p->nodes[0].config;
+    CU_ASSERT_EQUAL_FATAL(c->count, 3);
+    CU_ASSERT_STRING_EQUAL(c->items[0].value, "/a/b");
+    CU_ASSERT_PTR_NULL(c->items[0].nested);
+    CU_ASSERT_STRING_EQUAL(c->items[1].nested, "a mapping");
+    CU_ASSERT_STRING_EQUAL(c->items[1].value,
+                           "{\"all\":[{\"path\":\"/n\",\"ge\":10},{\"path\":\"/s\",\"in\":"
+                           "[\"10\",\"x\",-1.5e3,true,false,null,\"true\",\"q\\\"\\\\\\u0009\","
+                           "\"007\",\"0x1f\",\"1e400\"]}]}");
+    CU_ASSERT_EQUAL(c->items[1].mark.line, 10);
+    CU_ASSERT_STRING_EQUAL(c->items[2].nested, "a list");
+    CU_ASSERT_STRING_EQUAL(c->items[2].value, "[{\"a\":[]},{}]");
+    if (p)
+        ks_pipeline_free(p);
+
+    expect_error(BASE "nodes:\n  - name: f\n    type: ops.filter\n    from: in\n"
+                      "    config: { where: &a [ *a ] }\n"
+                      "sinks: [ { from: f, topic: o } ]\n",
+                 "mem.yaml:8:22: in 'where' of 'config': nested deeper than 32 levels");
+    expect_error(BASE "nodes:\n  - name: f\n    type: ops.filter\n    from: in\n"
+                      "    window: { size: [1] }\n"
+                      "sinks: [ { from: f, topic: o } ]\n",
+                 "mem.yaml:8:21: expected a scalar for 'size' in 'window', found a list "
+                 "(nested values are not allowed)");
+}
+
 static void test_load_errors(void)
 {
     char err[256];
@@ -781,6 +822,7 @@ void ks_test_register_config(void)
     CU_add_test(s, "ks_parse_size", test_size);
     CU_add_test(s, "ks_serde_name", test_serde_name);
     CU_add_test(s, "in-memory texts and exact errors", test_in_memory);
+    CU_add_test(s, "nested config values as JSON", test_nested_config);
     CU_add_test(s, "file errors", test_load_errors);
     CU_add_test(s, "truncated files fail cleanly", test_truncated);
     CU_add_test(s, "50 000 keys: duplicates found in O(n log n)", test_many_keys);
