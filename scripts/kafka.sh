@@ -301,8 +301,11 @@ find_pid() {
 	local pid p
 	pid=$(cat "$PIDFILE" 2>/dev/null || true)
 	if is_ours "$pid"; then echo "$pid"; return 0; fi
-	for p in /proc/[0-9]*; do
+	# One grep over all command lines picks the candidates (forks are slow on
+	# a loaded machine, and the cluster scans once per node).
+	for p in $(grep -lsaF -- "$PROPS" /proc/[0-9]*/cmdline); do
 		pid=${p#/proc/}
+		pid=${pid%/cmdline}
 		if is_ours "$pid"; then echo "$pid"; return 0; fi
 	done
 	return 1
