@@ -154,10 +154,12 @@ static void kill_and_restart(const char *role, const char *lookup, int *kills)
     if (node <= 0)
         return;
     char args[64];
-    snprintf(args, sizeof args, "kill %d", node);
+    /* --wait: until the controller has fenced it and moved its roles, so
+     * the engine runs on the failover, not just on a slow node */
+    snprintf(args, sizeof args, "kill %d --wait", node);
     CU_ASSERT_EQUAL(cluster(args, NULL, 0), 0);
     (*kills)++;
-    for (int i = 0; i < 8; i++) { /* the engine works on without it */
+    for (int i = 0; i < 5; i++) { /* the engine works on without it */
         sample_stall();
         it_sleep_ms(1000);
     }
