@@ -7,8 +7,10 @@
 #   scripts/test.sh              everything
 #   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build (faster locally)
 #   KS_TESTS="stateless" scripts/test.sh   only these integration tests
-#   KAFKA_VERSIONS="4.4.0" scripts/test.sh  one broker version (default: 4.4.0
+#   KAFKA_VERSIONS="4.1.1" scripts/test.sh  one broker version (default: 4.1.1
 #       for everything, then 3.9.2 for $SECOND_VERSION_TESTS)
+#   USER_BROKERS_VERSION=4.4.0   the Kafka of the default-settings broker and
+#       the three-broker cluster
 #   DEFAULTS_BROKER_TESTS="defaults"  suites run again on a broker with
 #       Kafka's default settings (default: "defaults count eos")
 set -uo pipefail
@@ -74,11 +76,13 @@ fi
 # Every integration test runs on the first version; the later versions run
 # the suites whose outcome depends on broker behaviour (transactions,
 # fencing, epochs after a timeout: the 3.9/4.x difference of the article).
-# Then, on the first version, two more brokers as users run them: one with
-# Kafka's default settings (auto-creation on; the suites in
-# $DEFAULTS_BROKER_TESTS) and a three-broker cluster (test_cluster, which
-# kills brokers).
-KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.4.0 3.9.2}
+# Then two more brokers as users run them, on the newest Kafka
+# ($USER_BROKERS_VERSION): one with Kafka's default settings (auto-creation
+# on; the suites in $DEFAULTS_BROKER_TESTS) and a three-broker cluster
+# (test_cluster, which kills brokers). 4.4.0 is not yet the first version of
+# the matrix: docs/reliability.md says what the crash suite found there.
+KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.1.1 3.9.2}
+USER_BROKERS_VERSION=${USER_BROKERS_VERSION:-4.4.0}
 SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos outbox}
 DEFAULTS_BROKER_TESTS=${DEFAULTS_BROKER_TESTS:-defaults count eos}
 OWN_BROKER_TESTS="defaults cluster" # need a broker of their own kind
@@ -139,18 +143,18 @@ for t in $(suites); do
   grep -qw "$name" <<<"$DEFAULTS_BROKER_TESTS" && wanted "$name" && defaults_suites+=("$t")
 done
 if [ "${#defaults_suites[@]}" -gt 0 ]; then
-  note "integration tests against Kafka $first_version with Kafka's default settings"
+  note "integration tests against Kafka $USER_BROKERS_VERSION with Kafka's default settings"
   dport=$(( ${KAFKA_PORT:-9092} + 100 ))
   kafka_defaults() { KAFKA_PROFILE=defaults KAFKA_PORT=$dport scripts/kafka.sh "$@"; }
   kafka_defaults stop >/dev/null 2>&1 || true
-  if ! kafka_defaults start "$first_version"; then
-    echo "kafka $first_version with default settings did not start"
+  if ! kafka_defaults start "$USER_BROKERS_VERSION"; then
+    echo "kafka $USER_BROKERS_VERSION with default settings did not start"
     failed=$((failed + 1))
   else
     trap 'kafka_defaults stop >/dev/null 2>&1' EXIT
     export KS_BOOTSTRAP=127.0.0.1:$dport
     for t in "${defaults_suites[@]}"; do
-      run_suite "$t" "Kafka $first_version defaults"
+      run_suite "$t" "Kafka $USER_BROKERS_VERSION defaults"
     done
     kafka_defaults stop >/dev/null 2>&1
     trap - EXIT
@@ -161,16 +165,16 @@ fi
 # kills by role.
 cluster_suite=build/tests/integration/test_cluster
 if [ -x "$cluster_suite" ] && wanted cluster; then
-  note "integration tests against a three-broker Kafka $first_version cluster"
+  note "integration tests against a three-broker Kafka $USER_BROKERS_VERSION cluster"
   scripts/kafka.sh cluster stop >/dev/null 2>&1 || true
-  if ! scripts/kafka.sh cluster start "$first_version"; then
-    echo "a three-broker Kafka $first_version cluster did not start"
+  if ! scripts/kafka.sh cluster start "$USER_BROKERS_VERSION"; then
+    echo "a three-broker Kafka $USER_BROKERS_VERSION cluster did not start"
     failed=$((failed + 1))
   else
     trap 'scripts/kafka.sh cluster stop >/dev/null 2>&1' EXIT
     KS_BOOTSTRAP=$(scripts/kafka.sh cluster bootstrap)
     export KS_BOOTSTRAP
-    run_suite "$cluster_suite" "a three-broker Kafka $first_version cluster"
+    run_suite "$cluster_suite" "a three-broker Kafka $USER_BROKERS_VERSION cluster"
     scripts/kafka.sh cluster stop >/dev/null 2>&1
     trap - EXIT
   fi
