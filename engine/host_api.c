@@ -2,7 +2,7 @@
  * host_api.c - the ks_host_api table: what a plugin may ask of the engine.
  *
  * Every entry checks its handle's magic and the calling phase before it
- * touches anything (STYLE: check at the boundary), so a plugin bug becomes
+ * touches anything (input is checked where it enters), so a plugin bug becomes
  * an error code and a log line, not a corrupted engine.
  */
 #include <stdarg.h>

@@ -17,7 +17,7 @@
 void ks_kafka_log_line(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 
 /* Base config for a client of `type`: bootstrap servers, the settings that
- * matter for speed and correctness (HAZARDS.md), then `defaults`
+ * matter for speed and correctness (kafka.c says which), then `defaults`
  * (NULL-terminated name, value pairs; may be NULL), then the pipeline's
  * `kafka.properties` that apply to `type` (librdkafka's C/P scope: a
  * consumer-only property is not given to producers and the other way

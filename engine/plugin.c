@@ -15,7 +15,7 @@
  *  - Before dlopen the file is a complete ELF64 shared object for this host:
  *    headers, program header table, section header table, every loadable
  *    segment and every section with contents lie inside the file. A partly
- *    written .so can SIGBUS the host inside dlopen (HAZARDS.md).
+ *    written .so can SIGBUS the host inside dlopen (glibc 2.36).
  *  - The only plugin code run before the descriptor is checked is its entry
  *    point. Checks run in the order plugin.h states; the first failure is
  *    reported as one line naming the path and the field.

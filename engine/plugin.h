@@ -2,7 +2,7 @@
  * plugin.h - loading plugin builds and checking their descriptors.
  *
  * A build is loaded from a private copy (dlopen of a path that is already
- * loaded returns the old image; see HAZARDS.md), with RTLD_NOW|RTLD_LOCAL.
+ * loaded returns the old image, glibc 2.36), with RTLD_NOW|RTLD_LOCAL.
  * Checks run in a fixed order before any plugin code other than the entry
  * point: file is a complete ELF shared object, entry symbol present, magic,
  * struct size, ABI major equal, ABI minor not newer than the host, then

@@ -87,7 +87,7 @@ struct ks_store_env {
  * The one process-wide state of this module: the directories (realpath)
  * of the environments open in this process. LMDB's advisory locks are per
  * process, so opening one environment twice in a process breaks them
- * (see HAZARDS.md); the registry refuses it. Each entry records the pid
+ * (LMDB 0.9.24); the registry refuses it. Each entry records the pid
  * that opened it, so that a child made by fork() (which must not use its
  * parent's environments, but may open its own) is not refused because of
  * entries it inherited.

@@ -35,7 +35,7 @@ typedef struct ks_task_io {
     struct ks_metrics *metrics;
 } ks_task_io;
 
-/* Phases: which host calls are allowed (STYLE: check at the boundary). */
+/* Phases: which host calls are allowed (checked where a call enters). */
 typedef enum ks_phase {
     KS_PHASE_NONE = 0,
     KS_PHASE_INIT,

@@ -15,7 +15,8 @@
  *
  * At-least-once: flush, commit LMDB with checkpoints, commit offsets.
  *
- * Rebalances (eager `range` assignor, HAZARDS.md) run in the poll call on
+ * Rebalances (eager `range` assignor: librdkafka 2.0.2's cooperative mode
+ * can abort the process or re-deliver old offsets) run in the poll call on
  * this thread: a revoke commits the open batch first (aborts it when the
  * partitions were lost), so a batch never spans two assignments.
  */
@@ -334,7 +335,7 @@ static rd_kafka_t *new_consumer(ks_worker *w, char *err, size_t errlen)
 }
 
 /* An assign-only consumer (never joins the group; the group.id only keeps
- * librdkafka from looping on _UNKNOWN_GROUP, HAZARDS.md). */
+ * librdkafka 2.0.2 from looping on _UNKNOWN_GROUP). */
 static rd_kafka_t *new_restorer(ks_worker *w, const char *isolation, char *err,
                                 size_t errlen)
 {
@@ -796,7 +797,8 @@ static int commit_eos(ks_worker *w)
     rd_kafka_topic_partition_list_destroy(offs);
     if (e)
         return -1;
-    /* a timed-out commit must be retried, never aborted (HAZARDS.md) */
+    /* a timed-out commit must be retried, never aborted: librdkafka 2.0.2
+     * refuses the abort with _CONFLICT after commit's _TIMED_OUT */
     ks_fault_point(KS_FAULT_BEFORE_COMMIT);
     do {
         e = rd_kafka_commit_transaction(w->producer, 60000);
@@ -980,8 +982,8 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
     ks_task *task = w->tasks[part];
     int64_t *pos = &w->pos[slot(w, part, (size_t)src)];
     int64_t *committed = &w->committed[slot(w, part, (size_t)src)];
-    /* guard against re-delivery (HAZARDS.md: librdkafka 2.0.2 can re-deliver
-     * old offsets): process each offset once per batch */
+    /* guard against re-delivery (librdkafka 2.0.2 can re-deliver old
+     * offsets after a resume): process each offset once per batch */
     if (*pos >= 0 && m->offset < *pos)
         return;
     if (*committed < 0)

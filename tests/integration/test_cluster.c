@@ -239,24 +239,28 @@ static void test_broker_kills(void)
     CU_ASSERT(before_s >= 0);
 
     /* during: input keeps coming while the brokers that matter die */
-    char lookup[512];
+    /* whom to kill: a look-up of kafka.sh cluster, with the app's names */
+    char changelog[256], txn_id[256];
+    snprintf(changelog, sizeof changelog, "%s-counts-changelog", app);
+    snprintf(txn_id, sizeof txn_id, "%s-a-0", app);
+    const struct {
+        const char *role, *lookup, *name, *partition;
+    } roles[] = {
+        {"input partition leader", "leader", in_topic, " 0"},
+        {"changelog partition leader", "leader", changelog, " 1"},
+        {"output partition leader", "leader", out_topic, " 2"},
+        {"transaction coordinator", "txn-coordinator", txn_id, ""},
+        {"group coordinator", "group-coordinator", app, ""},
+    };
     int kills = 0;
     busy_sampling = 1;
-    produce_more(10000);
-    snprintf(lookup, sizeof lookup, "leader %s 0", in_topic);
-    kill_and_restart("input partition leader", lookup, &kills);
-    produce_more(10000);
-    snprintf(lookup, sizeof lookup, "leader %s-counts-changelog 1", app);
-    kill_and_restart("changelog partition leader", lookup, &kills);
-    produce_more(10000);
-    snprintf(lookup, sizeof lookup, "leader %s 2", out_topic);
-    kill_and_restart("output partition leader", lookup, &kills);
-    produce_more(10000);
-    snprintf(lookup, sizeof lookup, "txn-coordinator %s-a-0", app);
-    kill_and_restart("transaction coordinator", lookup, &kills);
-    produce_more(10000);
-    snprintf(lookup, sizeof lookup, "group-coordinator %s", app);
-    kill_and_restart("group coordinator", lookup, &kills);
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        char lookup[512];
+        produce_more(10000);
+        snprintf(lookup, sizeof lookup, "%s %s%s", roles[i].lookup, roles[i].name,
+                 roles[i].partition);
+        kill_and_restart(roles[i].role, lookup, &kills);
+    }
     busy_sampling = 0;
     double during_rate = busy_seconds > 0 ? busy_records / busy_seconds : 0;
     CU_ASSERT(wait_outputs((size_t)produced, 600) >= 0);
