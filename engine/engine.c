@@ -110,12 +110,20 @@ int ks_engine_run(ks_topology *topo, const char *instance)
         return 1;
     }
     while (ks_topic_plan_prepare(topo, err, sizeof err) != 0) {
+        /* a stop while the outbox waits for Kafka is a clean stop: what it
+         * accepted stays in its store for the next start */
+        int clean_stop = outbox && ks_engine_stopping(&eng) && eng.exit_code == 0;
         if (!outbox || ks_engine_stopping(&eng)) {
-            ks_error("engine", "%s", err);
+            if (clean_stop)
+                ks_info("engine", "stopped while waiting for Kafka (%s); the outbox keeps "
+                                  "what it accepted",
+                        err);
+            else
+                ks_error("engine", "%s", err);
             ks_outbox_service_stop(outbox);
             ks_metrics_free(eng.metrics);
             pthread_mutex_destroy(&eng.lock);
-            return 1;
+            return clean_stop ? 0 : 1;
         }
         ks_warn("engine", "%s; the outbox keeps accepting events, retrying in 2 s", err);
         for (int i = 0; i < 40 && !ks_engine_stopping(&eng); i++)

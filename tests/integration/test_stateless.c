@@ -148,12 +148,45 @@ static void test_stop_during_start(void)
     CU_ASSERT_EQUAL(it_log_count(log, "stopped cleanly") + before_start, 10);
 }
 
+/* With an outbox, the engine waits for Kafka at start (the outbox accepts
+ * events meanwhile). A SIGTERM then is a clean stop, exit 0 (it used to
+ * exit 1 with an ERROR). No broker: the bootstrap is a closed port. */
+static void test_stop_while_waiting_for_kafka(void)
+{
+    char dir[256], yaml[512], log[512];
+    it_tempdir(dir, sizeof dir);
+    snprintf(yaml, sizeof yaml, "%s/pipeline.yaml", dir);
+    snprintf(log, sizeof log, "%s/engine.log", dir);
+    int port = it_port_base(2);
+    CU_ASSERT_FATAL(port > 0);
+    it_write_file(yaml,
+                  "application: waits-for-kafka\n"
+                  "kafka: { bootstrap: [127.0.0.1:%d], properties: { socket.timeout.ms: 2000 } }\n"
+                  "state_dir: %s/state\n"
+                  "sources: { in: { topic: in } }\n"
+                  "sinks: [ { from: in, topic: out } ]\n"
+                  "outbox: { name: commands, topic: commands, listen: 127.0.0.1:%d }\n",
+                  port + 1, dir, port);
+    pid_t pid = it_engine_start(yaml, "w", log);
+    for (int i = 0; i < 600 && it_log_count(log, "the outbox keeps accepting events") == 0; i++)
+        it_sleep_ms(100);
+    CU_ASSERT(it_log_count(log, "the outbox keeps accepting events") >= 1);
+    int st = it_engine_stop(pid, 60000);
+    printf("\n  exit %d; '%s' logged %d time(s)\n", st, "stopped while waiting for Kafka",
+           it_log_count(log, "stopped while waiting for Kafka"));
+    CU_ASSERT_EQUAL(st, 0);
+    CU_ASSERT_EQUAL(it_log_count(log, "stopped while waiting for Kafka"), 1);
+    CU_ASSERT_EQUAL(it_log_count(log, "ERROR [engine]"), 0);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
         {"orders routed exactly once, 2 workers, 4 partitions",
          test_orders_routed_exactly_once},
         {"a stop during the start is a clean stop", test_stop_during_start},
+        {"a stop while the outbox waits for Kafka is a clean stop",
+         test_stop_while_waiting_for_kafka},
         {NULL, NULL}};
     return it_main("stateless", cases);
 }
