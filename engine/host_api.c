@@ -5,12 +5,14 @@
  * touches anything (input is checked where it enters), so a plugin bug becomes
  * an error code and a log line, not a corrupted engine.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "host_json.h"
 #include "log.h"
 #include "metrics.h"
 #include "outbox.h"
@@ -379,7 +381,7 @@ static int api_outbox_enqueue(ks_ctx *ctx, const char *outbox, ks_bytes user,
     return 0;
 }
 
-static const ks_host_api host_api = {
+static ks_host_api host_api = {
     .struct_size = sizeof(ks_host_api),
     .abi_major = KS_ABI_MAJOR,
     .abi_minor = KS_ABI_MINOR,
@@ -410,5 +412,13 @@ static const ks_host_api host_api = {
     .outbox_enqueue = api_outbox_enqueue,
 };
 
-const ks_host_api *ks_host_api_table(void) { return &host_api; }
+static pthread_once_t json_once = PTHREAD_ONCE_INIT;
+
+static void add_json_calls(void) { ks_host_json_fill(&host_api); }
+
+const ks_host_api *ks_host_api_table(void)
+{
+    pthread_once(&json_once, add_json_calls);
+    return &host_api;
+}
 

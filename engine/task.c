@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "host_json.h"
 #include "log.h"
 
 static int mkdir_p(const char *path)
@@ -127,6 +128,8 @@ static void stop_ctx(struct ks_ctx *ctx)
     ctx->inited = 0;
     free(ctx->stores);
     ctx->stores = NULL;
+    ks_json_writer_free(ctx->json);
+    ctx->json = NULL;
     if (ctx->heap)
         free(ctx);
 }

@@ -83,6 +83,7 @@ struct ks_ctx {
     int migrate_pending;
     int migrated_in_batch;
     uint32_t migrate_from;
+    struct ks_json_writer *json; /* json_writer's buffer, made on first use */
 };
 
 struct ks_task {

@@ -23,30 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum ks_json_type {
-    KS_JSON_NULL = 1,
-    KS_JSON_BOOL,
-    KS_JSON_NUMBER,
-    KS_JSON_STRING,
-    KS_JSON_ARRAY,
-    KS_JSON_OBJECT
-} ks_json_type;
+#include <kstreams/kstreams.h>
 
-/* A value inside a JSON text: its bytes as written (a string's span
- * includes its quotes) and its type. Borrowed from the text. */
-typedef struct ks_json_span {
-    const char *data;
-    size_t len;
-    ks_json_type type;
-} ks_json_span;
-
-enum ks_json_rc {
-    KS_JSON_FOUND = 0,
-    KS_JSON_MISSING = 1,
-    KS_JSON_BAD_POINTER = -1, /* not "" and not starting with '/', or a bad '~' */
-    KS_JSON_BAD_TEXT = -2     /* the text is not JSON where it was read */
-};
-
+/* ks_json_type, ks_json_span, enum ks_json_rc and ks_json_iter are the
+ * plugin ABI's (kstreams.h, 1.3): the host hands these same functions to
+ * plugins. */
 /* The top-level value of `len` bytes at `doc` (surrounding whitespace
  * skipped). KS_JSON_FOUND or KS_JSON_BAD_TEXT. */
 int ks_json_root(const char *doc, size_t len, ks_json_span *out);
@@ -58,13 +39,6 @@ int ks_json_at(const ks_json_span *in, const char *ptr, size_t ptr_len,
 /* ks_json_root() then ks_json_at(). */
 int ks_json_find(const char *doc, size_t len, const char *ptr, size_t ptr_len,
                  ks_json_span *out);
-
-/* Members of an object or elements of an array, in text order. */
-typedef struct ks_json_iter {
-    const char *p, *end;
-    int object; /* 1: members (key and value), 0: elements */
-    int first;
-} ks_json_iter;
 
 /* KS_JSON_FOUND, or KS_JSON_BAD_TEXT when `in` is not an array or object. */
 int ks_json_iter_init(ks_json_iter *it, const ks_json_span *in);

@@ -7,7 +7,6 @@
  * The node's children must include sinks named by the config keys
  * `purchases` and `refunds` (defaults "purchases" and "refunds").
  */
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,39 +40,65 @@ static void route_close(ks_ctx *ctx, void *state)
     free(state);
 }
 
+/* The string member `pointer` of the JSON text, decoded into a malloc'd
+ * NUL-terminated string (the caller frees it); NULL when it is missing or
+ * not a string. */
+static char *string_at(const ks_record *rec, const char *pointer)
+{
+    ks_json_span s;
+    size_t n;
+    if (api->json_find(rec->value, rec->value_len, pointer, &s) != KS_JSON_FOUND ||
+        s.type != KS_JSON_STRING || api->json_string(&s, NULL, 0, &n) != 0)
+        return NULL;
+    char *out = malloc(n + 1);
+    if (out && api->json_string(&s, out, n, &n) == 0)
+        out[n] = '\0';
+    return out;
+}
+
+/* {"id":<id as written>,"user":"<user>","cents":<amount * 100>} to `sink`,
+ * keyed by the user. */
+static ks_verdict send_order(ks_ctx *ctx, const ks_record *rec, const char *sink,
+                             const ks_json_span *id, const char *user)
+{
+    ks_json_span a;
+    int64_t amount = 0;
+    if (api->json_find(rec->value, rec->value_len, "/amount", &a) == KS_JSON_FOUND)
+        api->json_int64(&a, &amount); /* not an integer: 0 */
+    ks_json_writer *w = api->json_writer(ctx);
+    const void *text;
+    size_t len;
+    if (!w || api->json_put_raw(w, "id", id) != 0 ||
+        api->json_put_string(w, "user", user, strlen(user)) != 0 ||
+        api->json_put_int64(w, "cents", amount * 100) != 0 ||
+        api->json_finish(w, &text, &len) != 0)
+        return KS_RETRY;
+    ks_record o = {.key = user, .key_len = strlen(user), .value = text, .value_len = len,
+                   .timestamp = rec->timestamp};
+    return api->forward_to(ctx, sink, &o) == 0 ? KS_OK : KS_RETRY;
+}
+
 static ks_verdict route_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     const route *r = state;
-    json_error_t jerr;
-    json_t *order = json_loadb(rec->value, rec->value_len, 0, &jerr);
-    if (!order)
-        return KS_SKIP; /* not JSON: a poison record */
-    const char *kind = json_string_value(json_object_get(order, "kind"));
-    const char *user = json_string_value(json_object_get(order, "user"));
-    json_t *id = json_object_get(order, "id");
-    if (!kind || !user || !json_is_integer(id)) {
-        json_decref(order);
-        return KS_SKIP;
+    ks_json_span order, id;
+    if (!rec->value ||
+        api->json_find(rec->value, rec->value_len, "", &order) != KS_JSON_FOUND ||
+        order.type != KS_JSON_OBJECT)
+        return KS_SKIP; /* not a JSON object: a poison record */
+    char *kind = string_at(rec, "/kind");
+    char *user = string_at(rec, "/user");
+    int64_t unused;
+    ks_verdict v = KS_SKIP; /* an order without kind, user or integer id */
+    if (kind && user && api->json_find(rec->value, rec->value_len, "/id", &id) == KS_JSON_FOUND &&
+        api->json_int64(&id, &unused) == 0) {
+        v = KS_OK;
+        if (strcmp(kind, r->drop_kind) != 0)
+            v = send_order(ctx, rec, strcmp(kind, "refund") == 0 ? r->refunds : r->purchases,
+                           &id, user);
     }
-    ks_verdict v = KS_OK;
-    if (strcmp(kind, r->drop_kind) != 0) {
-        const char *sink = strcmp(kind, "refund") == 0 ? r->refunds : r->purchases;
-        json_int_t amount = json_integer_value(json_object_get(order, "amount"));
-        json_t *out = json_pack("{s:O,s:s,s:I}", "id", id, "user", user, "cents",
-                                amount * 100);
-        char *text = out ? json_dumps(out, JSON_COMPACT) : NULL;
-        if (text) {
-            ks_record o = {.key = user, .key_len = strlen(user), .value = text,
-                           .value_len = strlen(text), .timestamp = rec->timestamp};
-            if (api->forward_to(ctx, sink, &o) != 0)
-                v = KS_RETRY;
-        } else {
-            v = KS_RETRY;
-        }
-        free(text);
-        json_decref(out);
-    }
-    json_decref(order);
+    free(kind);
+    free(user);
     return v;
 }
 
@@ -107,8 +132,11 @@ static const ks_plugin_descriptor descriptor = {
     .processor_count = 1,
 };
 
+/* An engine older than ABI 1.3 has no JSON calls: NULL refuses the load. */
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *host)
 {
+    if (!KS_API_HAS(host, json_finish))
+        return NULL;
     api = host;
     return &descriptor;
 }

@@ -17,14 +17,14 @@
  *   functions: { reduce: page_views.max_bytes }
  *
  * Rules a plugin follows (see kstreams.h):
- *  - include only <kstreams/kstreams.h> (plus the libraries you link);
+ *  - include only <kstreams/kstreams.h> (plus the libraries you link; JSON
+ *    needs none: the host reads and writes it, ABI 1.3);
  *  - export only ks_plugin_entry (build with -fvisibility=hidden);
  *  - keep no state in statics: per-task state goes into the instance that
  *    init() returns, durable state into stores; named functions must be
  *    reentrant (they run on several tasks at once);
  *  - what the host hands you is borrowed; what you hand it is copied.
  */
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,17 +35,31 @@ static const ks_host_api *host;
 
 /* The "bytes" field of a JSON view: 0 when missing or not an integer.
  * Returns -1 when `value` is not a JSON object. */
-static int view_bytes(const void *data, size_t len, int64_t *bytes)
+static int view_bytes(const ks_host_api *api, const void *data, size_t len, int64_t *bytes)
 {
-    json_t *view = data ? json_loadb(data, len, 0, NULL) : NULL;
-    if (!json_is_object(view)) {
-        json_decref(view); /* NULL is fine */
+    ks_json_span view, b;
+    if (!data || api->json_find(data, len, "", &view) != KS_JSON_FOUND ||
+        view.type != KS_JSON_OBJECT)
         return -1;
-    }
-    json_t *b = json_object_get(view, "bytes");
-    *bytes = json_is_integer(b) ? (int64_t)json_integer_value(b) : 0;
-    json_decref(view);
+    if (api->json_find(data, len, "/bytes", &b) != KS_JSON_FOUND ||
+        api->json_int64(&b, bytes) != 0)
+        *bytes = 0;
     return 0;
+}
+
+/* The view's "user_agent", decoded into a malloc'd NUL-terminated string
+ * (the caller frees it); NULL when it is missing or not a string. */
+static char *user_agent(const ks_record *rec)
+{
+    ks_json_span s;
+    size_t n;
+    if (host->json_find(rec->value, rec->value_len, "/user_agent", &s) != KS_JSON_FOUND ||
+        s.type != KS_JSON_STRING || host->json_string(&s, NULL, 0, &n) != 0)
+        return NULL;
+    char *agent = malloc(n + 1);
+    if (agent && host->json_string(&s, agent, n, &n) == 0)
+        agent[n] = '\0';
+    return agent;
 }
 
 /* ---- processor drop_bots -------------------------------------------------- */
@@ -73,17 +87,18 @@ static ks_verdict drop_bots_init(ks_ctx *ctx, void **state)
 static ks_verdict drop_bots_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     const drop_bots *st = state;
-    json_t *view = rec->value ? json_loadb(rec->value, rec->value_len, 0, NULL) : NULL;
-    if (!json_is_object(view)) {
+    ks_json_span view;
+    if (!rec->value ||
+        host->json_find(rec->value, rec->value_len, "", &view) != KS_JSON_FOUND ||
+        view.type != KS_JSON_OBJECT) {
         /* a tombstone, not JSON, or not an object: not a page view. Count
          * it (nothing is dropped silently) and go on. */
-        json_decref(view);
         host->metric_add(ctx, "invalid_dropped", 1);
         return KS_OK;
     }
-    const char *agent = json_string_value(json_object_get(view, "user_agent"));
+    char *agent = user_agent(rec);
     int bot = agent && strstr(agent, st->marker);
-    json_decref(view);
+    free(agent);
     if (bot) {
         host->metric_add(ctx, "bots_dropped", 1);
         return KS_OK;
@@ -139,7 +154,7 @@ static ks_verdict add_bytes(const ks_host_api *api, ks_bytes key, ks_bytes value
     int64_t bytes, sum;
     if (agg.len != 8)
         return KS_FATAL; /* the store holds something else than our int64 */
-    if (view_bytes(value.data, value.len, &bytes) != 0)
+    if (view_bytes(api, value.data, value.len, &bytes) != 0)
         return KS_SKIP; /* not a JSON object: poison */
     if (__builtin_add_overflow(ks_int64_decode(agg.data), bytes, &sum))
         return KS_SKIP;
@@ -155,12 +170,12 @@ static ks_verdict max_bytes(const ks_host_api *api, ks_bytes key, ks_bytes acc,
 {
     (void)key;
     int64_t acc_bytes, value_bytes;
-    if (view_bytes(value.data, value.len, &value_bytes) != 0)
+    if (view_bytes(api, value.data, value.len, &value_bytes) != 0)
         return KS_SKIP; /* not a JSON object: poison */
     /* the first value of a key is stored without calling us: if that one
      * was not a view, any valid view replaces it */
     ks_bytes keep = acc;
-    if (view_bytes(acc.data, acc.len, &acc_bytes) != 0 || value_bytes > acc_bytes)
+    if (view_bytes(api, acc.data, acc.len, &acc_bytes) != 0 || value_bytes > acc_bytes)
         keep = value;
     return api->buf_set(out, keep.data, keep.len) == 0 ? KS_OK : KS_RETRY;
 }
@@ -187,9 +202,12 @@ static const ks_plugin_descriptor descriptor = {
     .function_count = sizeof functions / sizeof functions[0],
 };
 
-/* The one exported symbol: no side effects beyond saving the API. */
+/* The one exported symbol: no side effects beyond saving the API. An
+ * engine older than ABI 1.3 has no JSON calls: NULL refuses the load. */
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)
 {
+    if (!KS_API_HAS(api, json_finish))
+        return NULL;
     host = api;
     return &descriptor;
 }

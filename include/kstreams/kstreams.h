@@ -34,6 +34,10 @@
  *       the mailbox's idempotency ledger keys on it).
  *  1.2  ks_host_api.outbox_enqueue (hand the outbox an event, atomically
  *       with the processor's store writes).
+ *  1.3  JSON without a JSON library: ks_host_api.json_find, json_string,
+ *       json_int64, json_double, json_iter_init, json_iter_next (read a
+ *       value in place) and json_writer, json_put_*, json_finish (build an
+ *       object in a host buffer); the types ks_json_span and ks_json_iter.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -46,7 +50,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 2
+#define KS_ABI_MINOR 3
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -163,6 +167,47 @@ typedef int (*ks_range_cb)(void *arg, ks_bytes key, ks_bytes value);
 
 /* ------------------------------------------------------------------ */
 /* Named functions (aggregate, reduce, windows, mailbox handlers)      */
+
+/* ---- JSON values in place (ABI 1.3) ------------------------------------ */
+
+/* The kind of a JSON value. */
+typedef enum ks_json_type {
+    KS_JSON_NULL = 1,
+    KS_JSON_BOOL,
+    KS_JSON_NUMBER,
+    KS_JSON_STRING,
+    KS_JSON_ARRAY,
+    KS_JSON_OBJECT
+} ks_json_type;
+
+/* A value inside a JSON text: its bytes as written (a string's span keeps
+ * its quotes) and its type. Borrowed from the text it was found in: valid
+ * as long as that text is. */
+typedef struct ks_json_span {
+    const char *data;
+    size_t len;
+    ks_json_type type;
+} ks_json_span;
+
+/* Results of the JSON calls. */
+enum ks_json_rc {
+    KS_JSON_FOUND = 0,
+    KS_JSON_MISSING = 1,       /* no value at that pointer                */
+    KS_JSON_BAD_POINTER = -1,  /* not "" nor "/...", or a bad '~' escape  */
+    KS_JSON_BAD_TEXT = -2      /* the text is not JSON where it was read  */
+};
+
+/* Walks the members of an object or the elements of an array. Fill it
+ * with json_iter_init; its fields are the host's. */
+typedef struct ks_json_iter {
+    const char *p, *end;
+    int object;
+    int first;
+} ks_json_iter;
+
+/* Builds one JSON object in a buffer the host owns (json_writer). */
+typedef struct ks_json_writer ks_json_writer;
+
 /* ------------------------------------------------------------------ */
 
 typedef struct ks_host_api ks_host_api;
@@ -441,6 +486,59 @@ struct ks_host_api {
      */
     int (*outbox_enqueue)(ks_ctx *ctx, const char *outbox, ks_bytes user, ks_bytes payload,
                           char *id_out, size_t id_len);
+
+    /* ---- ABI 1.3: JSON, read in place and written into a host buffer ----
+     * Check KS_API_HAS(api, json_find) before use. None of the read calls
+     * allocates or keeps state; any thread may call them. The text should
+     * be valid JSON (a source with `value: json` guarantees it); on other
+     * text they never read outside it, and may answer KS_JSON_BAD_TEXT. */
+
+    /* The value at RFC 6901 pointer `pointer` (NUL-terminated; "" is the
+     * whole text, "/user/name", "/items/0", "~1" for '/' and "~0" for '~'
+     * in a name) in the `len` bytes at `json`. *out borrows from `json`.
+     * Returns KS_JSON_FOUND, KS_JSON_MISSING (no such member or index, or a
+     * token on a scalar), KS_JSON_BAD_POINTER or KS_JSON_BAD_TEXT. */
+    int (*json_find)(const void *json, size_t len, const char *pointer, ks_json_span *out);
+    /* Decode the string `s` into `out` (`cap` bytes; out may be NULL when
+     * cap is 0), UTF-8, no NUL added; *len gets the full decoded length,
+     * which may exceed cap (then out holds its first cap bytes). 0, or
+     * KS_JSON_BAD_TEXT when `s` is not a valid JSON string. */
+    int (*json_string)(const ks_json_span *s, char *out, size_t cap, size_t *len);
+    /* The number `s` as an int64: 0 when it is an integer (no fraction or
+     * exponent) that fits, else KS_JSON_BAD_TEXT. */
+    int (*json_int64)(const ks_json_span *s, int64_t *out);
+    /* The number `s` as a double: 0, or KS_JSON_BAD_TEXT when `s` is not a
+     * number. A magnitude beyond double's range gives +-HUGE_VAL or 0. */
+    int (*json_double)(const ks_json_span *s, double *out);
+    /* Start walking the object or array `in` (borrowed, as are the spans
+     * json_iter_next gives). KS_JSON_FOUND, or KS_JSON_BAD_TEXT when `in`
+     * is neither. */
+    int (*json_iter_init)(ks_json_iter *it, const ks_json_span *in);
+    /* The next member (its name into *key, a string span; key may be NULL)
+     * or element (key unused): 1, 0 at the end, or KS_JSON_BAD_TEXT. */
+    int (*json_iter_next)(ks_json_iter *it, ks_json_span *key, ks_json_span *val);
+
+    /* This instance's writer, emptied, with an object opened. One writer
+     * per instance: calling json_writer again starts over. NULL when `ctx`
+     * is not a valid handle. */
+    ks_json_writer *(*json_writer)(ks_ctx *ctx);
+    /* Add member `name` (NUL-terminated, escaped by the host) with a value:
+     * a string of `len` bytes (UTF-8 expected; escaped by the host), an
+     * int64, a double (NaN and infinities are refused), a boolean, null,
+     * or a value copied as written (`v`, e.g. a span found with json_find).
+     * 0, or KS_ERR_INVALID (bad argument, a non-finite double, a writer
+     * already finished) or KS_ERR_NOMEM. */
+    int (*json_put_string)(ks_json_writer *w, const char *name, const char *s, size_t len);
+    int (*json_put_int64)(ks_json_writer *w, const char *name, int64_t v);
+    int (*json_put_double)(ks_json_writer *w, const char *name, double v);
+    int (*json_put_bool)(ks_json_writer *w, const char *name, int v);
+    int (*json_put_null)(ks_json_writer *w, const char *name);
+    int (*json_put_raw)(ks_json_writer *w, const char *name, const ks_json_span *v);
+    /* Close the object: *json and *len get the text, owned by the host and
+     * valid until the next json_writer call for this instance or until
+     * close. Pass them to forward() or put() as they are (both copy). 0, or
+     * KS_ERR_INVALID when the writer is already finished. */
+    int (*json_finish)(ks_json_writer *w, const void **json, size_t *len);
 };
 
 /* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */
