@@ -156,7 +156,9 @@ static int api_forward_to(ks_ctx *ctx, const char *child, const ks_record *rec)
     const ks_topo_node *n = ctx->node;
     for (size_t c = 0; c < n->child_count; c++) {
         const ks_topo_node *cn = &ctx->task->topo->nodes[n->children[c]];
-        if (strcmp(cn->name, child) == 0)
+        /* a repartition sink stands in for the node it feeds (repartition.h) */
+        if (strcmp(cn->name, child) == 0 ||
+            (cn->kind == KS_NODE_SINK && cn->sink->feeds && strcmp(cn->sink->feeds, child) == 0))
             return ks_task_dispatch(ctx->task, cn, rec);
     }
     return KS_ERR_NOT_FOUND;

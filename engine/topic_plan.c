@@ -14,6 +14,8 @@ static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *e
 {
     for (size_t i = 0; i < p->source_count; i++) {
         const ks_cfg_source *s = &p->sources[i];
+        if (s->internal)
+            continue; /* repartition topics: sized after the sources */
         ks_topic_spec spec = {.topic = s->topic, .what = "source", .create = s->create,
                               .partitions = s->partitions,
                               .replication = p->replication_factor};
@@ -40,6 +42,34 @@ static int output(rd_kafka_t *rk, const ks_pipeline *p, const char *topic, const
                           .partitions = partitions, .replication = p->replication_factor,
                           .internal = internal};
     return ks_topic_ensure(rk, &spec, NULL, err, errlen);
+}
+
+/* Repartition topics (repartition.h): the sources' count of partitions
+ * unless the node says `repartition: { partitions: N }`; an existing one
+ * must have exactly that many, or records would go to other tasks than
+ * their key's. Deleted by DeleteRecords after each commit, never by age.
+ * *tasks grows to the largest count: a task per partition number. */
+static int repartitions(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *err,
+                        size_t errlen)
+{
+    static const char *const configs[] = {"cleanup.policy", "delete", "retention.ms", "-1",
+                                          NULL};
+    int32_t sources = *tasks;
+    for (size_t i = 0; i < p->source_count; i++) {
+        const ks_cfg_source *s = &p->sources[i];
+        if (!s->internal)
+            continue;
+        int32_t want = s->partitions > 0 ? s->partitions : sources;
+        ks_topic_spec spec = {.topic = s->topic, .what = "repartition", .create = 1,
+                              .partitions = want, .need_partitions = want,
+                              .replication = p->replication_factor, .internal = 1,
+                              .configs = configs};
+        if (ks_topic_ensure(rk, &spec, NULL, err, errlen) != 0)
+            return -1;
+        if (want > *tasks)
+            *tasks = want;
+    }
+    return 0;
 }
 
 static int changelogs(rd_kafka_t *rk, const ks_topology *topo, int32_t tasks, char *err,
@@ -71,8 +101,12 @@ int ks_topic_plan_prepare(ks_topology *topo, char *err, size_t errlen)
     int rc = -1;
     if (sources(rk, p, &tasks, err, errlen) != 0)
         goto out;
+    if (repartitions(rk, p, &tasks, err, errlen) != 0)
+        goto out;
     for (size_t i = 0; i < p->sink_count; i++) {
         const ks_cfg_sink *s = &p->sinks[i];
+        if (s->feeds)
+            continue; /* a repartition topic, made sure of above */
         if (output(rk, p, s->topic, "sink", s->create, s->partitions > 0 ? s->partitions : tasks,
                    0, err, errlen) != 0)
             goto out;
