@@ -249,7 +249,7 @@ static int64_t wallclock_ms(void)
 static int64_t api_now(ks_ctx *ctx, ks_time_kind kind)
 {
     if (kind == KS_TIME_STREAM)
-        return ctx_ok(ctx) ? ctx->task->stream_time : -1;
+        return ctx_ok(ctx) ? ctx->task->sub_time[ctx->node->sub] : -1;
     if (ctx_ok(ctx) && ctx->task->wallclock > 0)
         return ctx->task->wallclock; /* the test driver's clock */
     return wallclock_ms();

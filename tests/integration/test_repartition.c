@@ -14,7 +14,8 @@
  * After each phase the output (read_committed) must hold, per URL, exactly
  * the counts 1, 2, ... n: no gap, no repeat. A last case starts an
  * application whose repartition topic exists with another partition count:
- * the engine must refuse to start and name both counts.
+ * the engine must refuse to start and name both counts, as for a
+ * `repartition: { partitions: N }` other than the sources' count.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -57,7 +58,9 @@ static void produce_more(int n)
     produced += n;
 }
 
-static void write_pipeline(const char *yaml, const char *application, const char *state)
+/* `extra`: more keys of the count node ("" for none). */
+static void write_pipeline(const char *yaml, const char *application, const char *state,
+                           const char *extra)
 {
     it_write_file(yaml,
                   "application: %s\n"
@@ -72,11 +75,11 @@ static void write_pipeline(const char *yaml, const char *application, const char
                   "nodes:\n"
                   "  - { name: by_url, type: ops.select_key, from: views,"
                   " config: { path: /url } }\n"
-                  "  - { name: per_url, type: count, from: by_url, store: views-per-url }\n"
+                  "  - { name: per_url, type: count, from: by_url, store: views-per-url%s }\n"
                   "sinks:\n"
                   "  - { from: per_url, topic: %s, key: string, value: int64, create: true, "
                   "partitions: 4 }\n",
-                  application, it_bootstrap(), state, KS_TEST_BUILDDIR, in_topic, out_topic);
+                  application, it_bootstrap(), state, KS_TEST_BUILDDIR, in_topic, extra, out_topic);
 }
 
 static int check_sequences(const char *phase)
@@ -143,10 +146,10 @@ static void setup(void)
     char state[400];
     snprintf(state, sizeof state, "%s/state-a", dir);
     snprintf(yaml_a, sizeof yaml_a, "%s/a.yaml", dir);
-    write_pipeline(yaml_a, app, state);
+    write_pipeline(yaml_a, app, state, "");
     snprintf(state, sizeof state, "%s/state-b", dir);
     snprintf(yaml_b, sizeof yaml_b, "%s/b.yaml", dir);
-    write_pipeline(yaml_b, app, state);
+    write_pipeline(yaml_b, app, state, "");
     snprintf(log_a, sizeof log_a, "%s/a.log", dir);
     snprintf(log_b, sizeof log_b, "%s/b.log", dir);
 }
@@ -228,7 +231,7 @@ static void test_wrong_partitions(void)
     snprintf(yaml, sizeof yaml, "%s/bad.yaml", dir);
     snprintf(log, sizeof log, "%s/bad.log", dir);
     snprintf(state, sizeof state, "%s/state-bad", dir);
-    write_pipeline(yaml, app2, state);
+    write_pipeline(yaml, app2, state, "");
     pid_t p = it_engine_start(yaml, "bad", log);
     int st = it_engine_wait(p, 60000);
     if (st < 0)
@@ -236,6 +239,22 @@ static void test_wrong_partitions(void)
     CU_ASSERT_EQUAL(st, 1);
     char want[512];
     snprintf(want, sizeof want, "repartition topic %s has 2 partitions, expected 4", topic);
+    CU_ASSERT_EQUAL(it_log_count(log, want), 1);
+
+    /* `repartition: { partitions: 2 }` with 4 source partitions: refused
+     * before anything is created (a task per partition number) */
+    it_unique(app2, sizeof app2, "repart-n");
+    snprintf(topic, sizeof topic, "%s-per_url-repartition", app2);
+    write_pipeline(yaml, app2, state, ", repartition: { partitions: 2 }");
+    p = it_engine_start(yaml, "bad", log);
+    st = it_engine_wait(p, 60000);
+    if (st < 0)
+        it_engine_kill(p);
+    CU_ASSERT_EQUAL(st, 1);
+    snprintf(want, sizeof want,
+             "repartition topic %s: `repartition: { partitions: 2 }` differs from the 4 "
+             "partitions of the sources",
+             topic);
     CU_ASSERT_EQUAL(it_log_count(log, want), 1);
 }
 

@@ -234,6 +234,70 @@ static void test_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "unknown key 'size' in repartition"));
 }
 
+/* ---- stream time per sub-topology ------------------------------------------- */
+
+static int emit_none(void *arg, ks_task *task, const ks_topo_node *sink, const ks_record *rec)
+{
+    (void)task;
+    (void)sink;
+    (void)rec;
+    ++*(int *)arg;
+    return 0;
+}
+
+static int changelog_none(void *arg, ks_task *task, int store, ks_bytes key,
+                          const ks_bytes *value)
+{
+    (void)arg;
+    (void)task;
+    (void)store;
+    (void)key;
+    (void)value;
+    return 0;
+}
+
+/* Records read back from the repartition topic come later than their
+ * originals: the count's stream time must follow them, not the source's. */
+static void test_stream_time(void)
+{
+    char state[] = "/tmp/ks-test-rp-state-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(state));
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             HEAD SELECT "  - { name: per_url, type: count, from: by_url, store: n }\n"
+                         "sinks:\n  - { from: per_url, topic: out, key: string, value: int64 }\n"
+                         "state_dir: %s\n",
+             state);
+    ks_topology *t = build_ok(yaml);
+    int emitted = 0;
+    ks_task_io io = {.arg = &emitted, .emit = emit_none, .changelog = changelog_none};
+    ks_task *task = NULL;
+    char err[512];
+    CU_ASSERT_EQUAL_FATAL(ks_task_create(t, 0, &io, &task, err, sizeof err), 0);
+    const char *v = "{\"url\":\"/a\"}";
+    ks_record r = {.key = "u", .key_len = 1, .value = v, .value_len = strlen(v),
+                   .timestamp = 5000, .topic = "views"};
+    CU_ASSERT_EQUAL(ks_task_begin(task), 0);
+    CU_ASSERT_EQUAL(ks_task_process(task, node(t, "views"), &r), KS_OK);
+    CU_ASSERT_EQUAL(emitted, 1); /* to the repartition topic */
+    CU_ASSERT_EQUAL(task->sub_time[0], 5000);
+    CU_ASSERT_EQUAL(task->sub_time[1], -1);
+    r.key = "/a";
+    r.key_len = 2;
+    r.timestamp = 1000;
+    CU_ASSERT_EQUAL(ks_task_process(task, node(t, "per_url-repartition-source"), &r), KS_OK);
+    CU_ASSERT_EQUAL(emitted, 2); /* the count */
+    CU_ASSERT_EQUAL(task->sub_time[0], 5000);
+    CU_ASSERT_EQUAL(task->sub_time[1], 1000);
+    CU_ASSERT_EQUAL(task->stream_time, 5000);
+    ks_task_abort_stores(task);
+    ks_task_destroy(task);
+    ks_topology_free(t);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", state);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 /* ---- the test driver runs both sub-topologies ------------------------------ */
 
 static ks_driver *open_driver(const char *yaml, int32_t partitions)
@@ -317,12 +381,48 @@ static void test_driver_branch(void)
     ks_driver_close(drv);
 }
 
+/* The example runs as shipped: bots and views without a URL dropped, the
+ * rest counted per URL. */
+static void test_example(void)
+{
+    ks_driver_options opt = {.plugin_path = PLUGINS, .partitions = 4};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open(KS_TEST_SRCDIR "/../examples/page-views/pipeline-per-url.yaml", &opt,
+                            &drv, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    const char *views[][2] = {
+        {"alice", "{\"user_agent\":\"firefox\",\"url\":\"/\",\"bytes\":1}"},
+        {"bob", "{\"user_agent\":\"curl\",\"url\":\"/\",\"bytes\":2}"},
+        {"carol", "{\"user_agent\":\"googlebot\",\"url\":\"/\",\"bytes\":3}"},
+        {"dave", "{\"user_agent\":\"firefox\",\"bytes\":4}"},
+        {"erin", "{\"user_agent\":\"firefox\",\"url\":\"/about\",\"bytes\":5}"},
+        {"alice", "{\"user_agent\":\"firefox\",\"url\":\"/\",\"bytes\":6}"}};
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++)
+        CU_ASSERT_EQUAL(ks_driver_pipe(drv, "views", views[i][0], strlen(views[i][0]),
+                                       views[i][1], strlen(views[i][1]), 1),
+                        0);
+    const char *want[][2] = {{"/", "1"}, {"/", "2"}, {"/about", "1"}, {"/", "3"}};
+    ks_driver_record r;
+    for (size_t i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, NULL, &r), 0);
+        CU_ASSERT(r.key_len == strlen(want[i][0]) && memcmp(r.key, want[i][0], r.key_len) == 0);
+        CU_ASSERT(r.value_len == 8 && ks_int64_decode(r.value) == atoi(want[i][1]));
+    }
+    CU_ASSERT_NOT_EQUAL(ks_driver_read_output(drv, NULL, &r), 0);
+    ks_driver_close(drv);
+}
+
 void ks_test_register_repartition(void)
 {
     CU_pSuite s = CU_add_suite("repartition", NULL, NULL);
     CU_add_test(s, "select_key -> count: split in two sub-topologies", test_split);
     CU_add_test(s, "where topics go, and where none is needed", test_where);
     CU_add_test(s, "names, topics and `repartition:` refused", test_errors);
+    CU_add_test(s, "stream time per sub-topology", test_stream_time);
     CU_add_test(s, "driver: counts per new key by its task", test_driver_counts);
     CU_add_test(s, "driver: branch routes to a repartitioned node", test_driver_branch);
+    CU_add_test(s, "examples/page-views/pipeline-per-url.yaml", test_example);
 }
