@@ -8,7 +8,8 @@
  * reference computed here:
  *   1. 30 000 views, clean stop; the repartition topic exists with 4
  *      partitions and cleanup.policy=delete
- *   2. kill -9 mid-stream, restart
+ *   2. kill -9 mid-stream, restart; then SIGKILL at each step of the
+ *      commit sequence (KS_CRASH_AT), restart
  *   3. a second process joins mid-stream and leaves
  *   4. the repartition topic was purged: its low watermarks moved up
  * After each phase the output (read_committed) must hold, per URL, exactly
@@ -188,6 +189,40 @@ static void test_kill9(void)
     check_sequences("kill -9");
 }
 
+/* SIGKILL at each step of the commit sequence (engine/fault.h), then a
+ * restart: the produce to the repartition topic, the changelog and the
+ * offsets of both sub-topologies commit together or not at all. */
+static void test_crash_points(void)
+{
+    static const char *const points[] = {"before-flush", "before-send-offsets",
+                                         "before-kafka-commit", "after-kafka-commit",
+                                         "after-store-commit"};
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        clear_log(log_a);
+        produce_more(4000);
+        char env[128];
+        snprintf(env, sizeof env, "KS_CRASH_AT=%s:3", points[i]);
+        pid_t a = it_engine_start_env(yaml_a, "a", log_a, env);
+        /* more input while it runs: batches to commit until the point */
+        int st = -1;
+        for (int64_t end = it_now_ms() + 90000; st < 0 && it_now_ms() < end;) {
+            st = it_engine_wait(a, 300);
+            if (st < 0)
+                produce_more(200);
+        }
+        if (st < 0)
+            it_engine_kill(a);
+        printf("\n  crash at %s: exit %d", points[i], st);
+        CU_ASSERT_EQUAL(st, 128 + 9);
+        a = it_engine_start(yaml_a, "a", log_a);
+        wait_outputs(produced);
+        CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+        char phase[64];
+        snprintf(phase, sizeof phase, "crash at %s", points[i]);
+        check_sequences(phase);
+    }
+}
+
 static void test_second_process(void)
 {
     clear_log(log_a);
@@ -263,6 +298,7 @@ int main(void)
     static const it_case cases[] = {
         {"per URL: exact sequences through the repartition topic", test_first_run},
         {"per URL: kill -9 mid-stream, restart", test_kill9},
+        {"per URL: SIGKILL at each step of the commit sequence", test_crash_points},
         {"per URL: a second process joins and leaves", test_second_process},
         {"repartition topic purged below the committed offsets", test_purged},
         {"repartition topic with another partition count: refused", test_wrong_partitions},
