@@ -660,7 +660,7 @@ void ks_topology_print(const ks_topology *t, FILE *f)
     ks_repartition_print(t, f);
 }
 
-static void print_dot_node(const ks_topology *t, const ks_topo_node *n, FILE *f)
+static void print_dot_node(const ks_topo_node *n, FILE *f)
 {
     if (n->kind == KS_NODE_SOURCE)
         fprintf(f, "    \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name, n->name,
@@ -671,7 +671,6 @@ static void print_dot_node(const ks_topology *t, const ks_topo_node *n, FILE *f)
     else
         fprintf(f, "    \"%s\" [shape=box,label=\"%s\\n%s\"];\n", n->name, n->name,
                 n->cfg->type);
-    (void)t;
 }
 
 void ks_topology_print_dot(const ks_topology *t, FILE *f)
@@ -684,7 +683,7 @@ void ks_topology_print_dot(const ks_topology *t, FILE *f)
                     sub);
         for (size_t i = 0; i < t->node_count; i++)
             if (t->nodes[i].sub == sub)
-                print_dot_node(t, &t->nodes[i], f);
+                print_dot_node(&t->nodes[i], f);
         if (t->sub_count > 1)
             fprintf(f, "  }\n");
     }
