@@ -79,7 +79,7 @@ fi
 # $DEFAULTS_BROKER_TESTS) and a three-broker cluster (test_cluster, which
 # kills brokers).
 KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.4.0 3.9.2}
-SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos outbox}
+SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos outbox repartition}
 DEFAULTS_BROKER_TESTS=${DEFAULTS_BROKER_TESTS:-defaults count eos}
 OWN_BROKER_TESTS="defaults cluster" # need a broker of their own kind
 first_version=${KAFKA_VERSIONS%% *}
