@@ -256,6 +256,7 @@ void ks_pipeline_free(ks_pipeline *p)
         free(p->sinks[i].name);
         free(p->sinks[i].from);
         free(p->sinks[i].topic);
+        free(p->sinks[i].feeds);
     }
     free(p->sinks);
     for (size_t i = 0; i < p->store_count; i++)
@@ -901,10 +902,11 @@ static int parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 
 enum {
     N_NAME, N_TYPE, N_FROM, N_CONFIG, N_STORE, N_STORES, N_FUNCTIONS,
-    N_WINDOW, N_N
+    N_WINDOW, N_REPARTITION, N_N
 };
 static const char *const NODE_KEYS[N_N] = {
-    "name", "type", "from", "config", "store", "stores", "functions", "window"};
+    "name", "type", "from", "config", "store", "stores", "functions", "window",
+    "repartition"};
 
 static int before(const ks_ynode *a, const ks_ynode *b)
 {
@@ -941,6 +943,30 @@ static int parse_functions(pctx *c, ks_cfg_node *n, const ks_ynode *kn,
                            "invalid function '%s' for '%s'; expected "
                            "plugin.function (plugin in [a-z0-9_]+)",
                            fv->text, k->text);
+    }
+    return 0;
+}
+
+/* `repartition: true|false` or `repartition: { partitions: N }` (the map
+ * forces one too). */
+static int parse_repartition(pctx *c, ks_cfg_node *n, const ks_ynode *kn,
+                             const ks_ynode *v)
+{
+    static const char *const keys[] = {"partitions"};
+    n->repartition_mark = mark_of(c, kn);
+    if (v->kind == KS_Y_SCALAR && !ks_ynode_is_null(v))
+        return want_bool(c, kn, v, &n->repartition);
+    if (want_map(c, kn, v, 0) != 0)
+        return -1;
+    fields f;
+    if (take_fields(c, v, "repartition", keys, 1, &f) != 0)
+        return -1;
+    n->repartition = 1;
+    if (f.val[0]) {
+        int64_t x;
+        if (want_int(c, f.key[0], f.val[0], 1, 100000, &x) != 0)
+            return -1;
+        n->repartition_partitions = (int32_t)x;
     }
     return 0;
 }
@@ -1023,6 +1049,9 @@ static int parse_node(pctx *c, ks_cfg_node *n, const ks_ynode *map)
         return -1;
     if (f.val[N_WINDOW] &&
         want_scalars(c, f.key[N_WINDOW], f.val[N_WINDOW], &n->window, 0) != 0)
+        return -1;
+    if (f.val[N_REPARTITION] &&
+        parse_repartition(c, n, f.key[N_REPARTITION], f.val[N_REPARTITION]) != 0)
         return -1;
     for (int k = N_NAME; k <= N_FROM; k++)
         if (!f.val[k])

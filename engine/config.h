@@ -75,6 +75,10 @@ typedef struct ks_cfg_source {
     int32_t partitions;  /* for create; default 1                       */
     ks_mark mark;        /* of the name (the key under `sources:`) */
     ks_mark topic_mark;  /* of the `topic:` value                   */
+    /* 1: a repartition topic's source, added by the topology
+     * (repartition.c), never written in YAML; `partitions` is then the
+     * node's `repartition: { partitions: N }`, 0 for the sources' count */
+    int internal;
 } ks_cfg_source;
 
 typedef struct ks_cfg_store {
@@ -109,6 +113,11 @@ typedef struct ks_cfg_node {
     ks_cfg_function *functions;
     size_t function_count;
     ks_cfg_scalars window;        /* `window:` map, kept for windows.c  */
+    int repartition;              /* `repartition:` true or a map: force
+                                     a repartition topic in front of it */
+    int32_t repartition_partitions; /* `repartition: { partitions: N }`;
+                                       0: the sources' count         */
+    ks_mark repartition_mark;     /* of the `repartition:` key          */
     ks_mark mark;       /* of the node's map */
     ks_mark type_mark;  /* of the `type:` value */
     ks_mark name_mark;  /* of the `name:` value */
@@ -126,6 +135,9 @@ typedef struct ks_cfg_sink {
     ks_mark from_mark;
     ks_mark name_mark;  /* of the `name:` value; = mark when defaulted */
     ks_mark topic_mark; /* of the `topic:` value                      */
+    /* a repartition topic's sink, added by the topology (repartition.c):
+     * the name of the node it feeds (owned), NULL for a sink of the YAML */
+    char *feeds;
 } ks_cfg_sink;
 
 /* What one HTTP server (the outbox's, the metrics') lets a client hold

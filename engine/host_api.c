@@ -158,7 +158,9 @@ static int api_forward_to(ks_ctx *ctx, const char *child, const ks_record *rec)
     const ks_topo_node *n = ctx->node;
     for (size_t c = 0; c < n->child_count; c++) {
         const ks_topo_node *cn = &ctx->task->topo->nodes[n->children[c]];
-        if (strcmp(cn->name, child) == 0)
+        /* a repartition sink stands in for the node it feeds (repartition.h) */
+        if (strcmp(cn->name, child) == 0 ||
+            (cn->kind == KS_NODE_SINK && cn->sink->feeds && strcmp(cn->sink->feeds, child) == 0))
             return ks_task_dispatch(ctx->task, cn, rec);
     }
     return KS_ERR_NOT_FOUND;
@@ -249,7 +251,7 @@ static int64_t wallclock_ms(void)
 static int64_t api_now(ks_ctx *ctx, ks_time_kind kind)
 {
     if (kind == KS_TIME_STREAM)
-        return ctx_ok(ctx) ? ctx->task->stream_time : -1;
+        return ctx_ok(ctx) ? ctx->task->sub_time[ctx->node->sub] : -1;
     if (ctx_ok(ctx) && ctx->task->wallclock > 0)
         return ctx->task->wallclock; /* the test driver's clock */
     return wallclock_ms();

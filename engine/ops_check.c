@@ -53,8 +53,11 @@ static int is_child(const ks_pipeline *p, const char *parent, const char *name)
             if (strcmp(p->nodes[i].from[f], parent) == 0)
                 return 1;
     }
+    /* a repartition sink stands in for the node it feeds (repartition.h) */
     for (size_t i = 0; i < p->sink_count; i++)
-        if (strcmp(p->sinks[i].name, name) == 0 && strcmp(p->sinks[i].from, parent) == 0)
+        if ((strcmp(p->sinks[i].name, name) == 0 ||
+             (p->sinks[i].feeds && strcmp(p->sinks[i].feeds, name) == 0)) &&
+            strcmp(p->sinks[i].from, parent) == 0)
             return 1;
     return 0;
 }

@@ -147,11 +147,16 @@ int ks_task_create(const ks_topology *topo, int32_t partition, const ks_task_io 
     task->partition = partition;
     task->io = *io;
     task->stream_time = -1;
+    task->sub_time = malloc((size_t)(topo->sub_count > 0 ? topo->sub_count : 1) *
+                            sizeof *task->sub_time);
+    for (int s = 0; task->sub_time && s < (topo->sub_count > 0 ? topo->sub_count : 1); s++)
+        task->sub_time[s] = -1;
     snprintf(task->where, sizeof task->where, "task-%d", (int)partition);
     task->ctxs = calloc(topo->node_count, sizeof *task->ctxs);
     task->live = calloc(topo->node_count + 1, sizeof *task->live);
     task->next = calloc(topo->node_count + 1, sizeof *task->next);
-    if (!task->ctxs || !task->live || !task->next || open_stores(task, err, errlen) != 0)
+    if (!task->ctxs || !task->live || !task->next || !task->sub_time ||
+        open_stores(task, err, errlen) != 0)
         goto fail;
     for (size_t i = 0; i < topo->node_count; i++)
         if (topo->nodes[i].kind == KS_NODE_PROCESSOR &&
@@ -176,6 +181,7 @@ void ks_task_destroy(ks_task *task)
         stop_ctx(&task->ctxs[i]);
     }
     free(task->ctxs);
+    free(task->sub_time);
     free(task->live);
     free(task->next);
     if (task->env) {
@@ -231,6 +237,9 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
     task->outbox_calls = 0;
     task->verdict = ks_task_run_migrations(task);
     task->records_in++;
+    int64_t *now = &task->sub_time[source->sub];
+    if (rec->timestamp > *now)
+        *now = rec->timestamp;
     if (rec->timestamp > task->stream_time)
         task->stream_time = rec->timestamp;
     for (size_t c = 0; c < source->child_count && task->verdict == KS_OK; c++)
@@ -238,20 +247,20 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
     /* stream-time punctuations due after this record */
     for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
         struct ks_ctx *ctx = task->live[i];
-        if (!ctx)
-            continue;
+        if (!ctx || ctx->node->sub != source->sub)
+            continue; /* other sub-topologies' time did not move */
         ks_schedule *s = &ctx->schedules[KS_TIME_STREAM];
         if (!ctx->inited || !s->interval || !ctx->build.ptype->punctuate)
             continue;
         if (s->next == 0)
-            s->next = task->stream_time + s->interval;
-        if (task->stream_time >= s->next) {
+            s->next = *now + s->interval;
+        if (*now >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
             ks_verdict v = ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_STREAM,
-                                                       task->stream_time);
+                                                       *now);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
-            s->next = task->stream_time + s->interval;
+            s->next = *now + s->interval;
         }
     }
     task->current = NULL;

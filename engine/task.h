@@ -93,7 +93,11 @@ struct ks_task {
     struct ks_ctx *ctxs; /* one per topology node (used for processors) */
     ks_store_env *env;   /* NULL when the pipeline has no stores */
     ks_store_db **dbs;   /* per pipeline store */
-    int64_t stream_time;
+    int64_t stream_time;  /* highest timestamp seen by any sub-topology */
+    /* per sub-topology (repartition.h): the stream time its nodes see, so
+     * that records read back from a repartition topic are not judged late
+     * by the time of the records that have not gone through it yet */
+    int64_t *sub_time;
     const ks_record *current; /* the source record being processed */
     uint32_t outbox_calls;    /* outbox_enqueue calls for `current` so far */
     ks_verdict verdict;       /* worst verdict of the current record */

@@ -84,6 +84,12 @@ struct ks_driver {
     int64_t *next_cl;      /* per task * store: next changelog offset */
     drv_out *out;
     size_t nout, cap;
+    /* records written to repartition topics, read back by their internal
+     * sources when the piped record is done (as a worker reads them after
+     * its commit) */
+    drv_out *rp;
+    size_t nrp, rp_cap;
+    int64_t next_rp_offset;
     size_t head;           /* outputs before head are all read */
     size_t handed;         /* index+1 of the record last handed out, 0 none */
     drv_event *ev;         /* outbox events, in enqueue order */
@@ -187,20 +193,25 @@ static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_
                 task->where, sink->name, cs->topic, why);
         return KS_ERR_INVALID;
     }
-    if (drv->nout == drv->cap) {
-        size_t cap = drv->cap ? drv->cap * 2 : 64;
-        drv_out *o = realloc(drv->out, cap * sizeof *o);
+    /* a repartition topic is read back by tasks of the driver: as many
+     * partitions as it has tasks */
+    drv_out **arr = cs->feeds ? &drv->rp : &drv->out;
+    size_t *n = cs->feeds ? &drv->nrp : &drv->nout, *capp = cs->feeds ? &drv->rp_cap : &drv->cap;
+    if (*n == *capp) {
+        size_t cap = *capp ? *capp * 2 : 64;
+        drv_out *o = realloc(*arr, cap * sizeof *o);
         if (!o)
             return KS_ERR_NOMEM;
-        drv->out = o;
-        drv->cap = cap;
+        *arr = o;
+        *capp = cap;
     }
-    drv_out *o = &drv->out[drv->nout];
+    drv_out *o = &(*arr)[*n];
     memset(o, 0, sizeof *o);
     o->sink = sink;
     o->task = task->partition;
     o->timestamp = rec->timestamp;
-    int32_t parts = cs->create && cs->partitions > 0 ? cs->partitions : drv->partitions;
+    int32_t parts = !cs->feeds && cs->create && cs->partitions > 0 ? cs->partitions
+                                                                   : drv->partitions;
     o->partition = rec->key ? ks_driver_partition_for(rec->key, rec->key_len, parts) : -1;
     o->key_len = rec->key_len;
     o->value_len = rec->value_len;
@@ -225,7 +236,9 @@ static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_
         out_free(o);
         return KS_ERR_NOMEM;
     }
-    drv->nout++;
+    if (cs->feeds && o->partition < 0)
+        o->partition = (int32_t)(drv->round_robin++ % (uint32_t)drv->partitions);
+    (*n)++;
     return 0;
 }
 
@@ -369,9 +382,51 @@ int ks_driver_commit(ks_driver *drv)
     return 0;
 }
 
+/* The internal source reading repartition topic `topic`. */
+static const ks_topo_node *repartition_source(const ks_driver *drv, const char *topic)
+{
+    for (size_t i = 0; i < drv->topo->node_count; i++) {
+        const ks_topo_node *n = &drv->topo->nodes[i];
+        if (n->kind == KS_NODE_SOURCE && n->source->internal &&
+            strcmp(n->source->topic, topic) == 0)
+            return n;
+    }
+    return NULL;
+}
+
+/* Run the records written to repartition topics through the sub-topologies
+ * that read them, in the order written, until none is left (a sub-topology
+ * may write to the next topic). Returns the worst verdict. */
+static ks_verdict drain_repartitions(ks_driver *drv, ks_verdict v)
+{
+    size_t i = 0;
+    for (; i < drv->nrp && v != KS_RETRY && v != KS_FATAL; i++) {
+        drv_out o = drv->rp[i]; /* processing may grow drv->rp */
+        const ks_topo_node *src = repartition_source(drv, o.sink->sink->topic);
+        ks_record r = {.key = o.key, .key_len = o.key_len, .value = o.value,
+                       .value_len = o.value_len, .timestamp = o.timestamp,
+                       .headers = o.headers, .header_count = o.header_count,
+                       .topic = o.sink->sink->topic, .partition = o.partition,
+                       .offset = drv->next_rp_offset++};
+        ks_verdict rv = src ? ks_task_process(drv->tasks[o.partition], src, &r) : KS_FATAL;
+        if (rv != KS_OK && !drv->err[0])
+            set_err(drv, "record %s/%d/%lld: a processor returned %s", r.topic,
+                    (int)r.partition, (long long)r.offset,
+                    rv == KS_SKIP ? "skip" : rv == KS_RETRY ? "retry" : "fatal");
+        if (rv > v)
+            v = rv;
+        out_free(&drv->rp[i]);
+    }
+    for (; i < drv->nrp; i++) /* an aborted batch never wrote them */
+        out_free(&drv->rp[i]);
+    drv->nrp = 0;
+    return v;
+}
+
 /* After a piped record or a punctuation: end the batch like a worker. */
 static int finish(ks_driver *drv, ks_verdict v)
 {
+    v = drain_repartitions(drv, v);
     if (v == KS_RETRY || v == KS_FATAL) {
         abort_all(drv);
         return (int)v;
@@ -575,6 +630,9 @@ void ks_driver_close(ks_driver *drv)
     for (size_t i = 0; i < drv->nout; i++)
         out_free(&drv->out[i]);
     free(drv->out);
+    for (size_t i = 0; i < drv->nrp; i++)
+        out_free(&drv->rp[i]);
+    free(drv->rp);
     for (size_t i = 0; i < drv->nev; i++)
         event_free(&drv->ev[i]);
     free(drv->ev);

@@ -19,6 +19,7 @@
 
 #include "../plugins/window.h"
 #include "ops_check.h"
+#include "repartition.h"
 
 static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt,
                    ...) KS_PRINTF(4, 5);
@@ -450,6 +451,38 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
     return 0;
 }
 
+/* Load the plugins listed under `plugins:`, so names resolve to them. */
+static int load_listed_plugins(ks_topology *t, const ks_host_api *api, const char *copy_dir,
+                               char *err, size_t errlen)
+{
+    const ks_pipeline *p = t->pipeline;
+    for (size_t i = 0; i < p->plugin_count; i++) {
+        char file[4096];
+        ks_plugin *pl;
+        if (resolve_plugin_file(p, p->plugins[i], file, sizeof file) != 0)
+            return fail_at(err, errlen, &p->plugin_marks[i],
+                           "plugin '%s' not found (as a path, relative to the pipeline, "
+                           "or on the plugin path)",
+                           p->plugins[i]);
+        if (load_plugin_file(t, file, api, copy_dir, &p->plugin_marks[i], err, errlen,
+                             &pl) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void free_nodes(ks_topology *t)
+{
+    for (size_t i = 0; i < t->node_count; i++) {
+        free(t->nodes[i].children);
+        free(t->nodes[i].stores);
+        free(t->nodes[i].fns);
+    }
+    free(t->nodes);
+    t->nodes = NULL;
+    t->node_count = 0;
+}
+
 static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_dir,
                        char *err, size_t errlen)
 {
@@ -472,19 +505,6 @@ static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_
         t->nodes[at] = (ks_topo_node){.index = (int)at, .kind = KS_NODE_SINK,
                                       .name = p->sinks[i].name, .sink = &p->sinks[i]};
     }
-    /* explicitly listed plugins first, so names resolve to them */
-    for (size_t i = 0; i < p->plugin_count; i++) {
-        char file[4096];
-        ks_plugin *pl;
-        if (resolve_plugin_file(p, p->plugins[i], file, sizeof file) != 0)
-            return fail_at(err, errlen, &p->plugin_marks[i],
-                           "plugin '%s' not found (as a path, relative to the pipeline, "
-                           "or on the plugin path)",
-                           p->plugins[i]);
-        if (load_plugin_file(t, file, api, copy_dir, &p->plugin_marks[i], err, errlen,
-                             &pl) != 0)
-            return -1;
-    }
     for (size_t i = 0; i < t->node_count; i++) {
         ks_topo_node *tn = &t->nodes[i];
         if (tn->kind == KS_NODE_PROCESSOR) {
@@ -506,46 +526,23 @@ static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_
     return 0;
 }
 
-/* The first processor upstream of node i (inclusive of none) whose type
- * changes keys, or -1. Parents are found through the children lists. */
-static int key_changer_upstream(const ks_topology *t, int i, int depth)
+/* Build the graph; where it needs repartition topics, rewrite the pipeline
+ * and build it again (the plugins stay loaded). */
+static int build_graph(ks_topology *t, const ks_host_api *api, const char *copy_dir,
+                       char *err, size_t errlen)
 {
-    if (depth > (int)t->node_count)
-        return -1; /* config.c refused cycles; this only bounds the walk */
-    for (size_t p = 0; p < t->node_count; p++) {
-        const ks_topo_node *pn = &t->nodes[p];
-        for (size_t c = 0; c < pn->child_count; c++) {
-            if (pn->children[c] != i)
-                continue;
-            if (pn->kind == KS_NODE_PROCESSOR && (pn->ptype->flags & KS_PROC_CHANGES_KEY))
-                return (int)p;
-            int up = key_changer_upstream(t, (int)p, depth + 1);
-            if (up >= 0)
-                return up;
-        }
+    if (load_listed_plugins(t, api, copy_dir, err, errlen) != 0 ||
+        build_nodes(t, api, copy_dir, err, errlen) != 0)
+        return -1;
+    int topics = ks_repartition_plan(t, err, errlen);
+    if (topics < 0)
+        return -1;
+    if (topics > 0) {
+        free_nodes(t);
+        if (build_nodes(t, api, copy_dir, err, errlen) != 0)
+            return -1;
     }
-    return -1;
-}
-
-/* State is per record key and tasks own partitions of the input topics: a
- * keyed node is correct only if its records are still partitioned by their
- * key. Re-keying needs a repartition topic, which kstreams does not have
- * yet: refuse the graph and say so. */
-static int check_keying(const ks_topology *t, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < t->node_count; i++) {
-        const ks_topo_node *n = &t->nodes[i];
-        if (n->kind != KS_NODE_PROCESSOR || !(n->ptype->flags & KS_PROC_KEYED))
-            continue;
-        int up = key_changer_upstream(t, (int)i, 0);
-        if (up >= 0)
-            return fail_at(err, errlen, &n->cfg->type_mark,
-                           "node '%s' (%s) keeps state per key, but '%s' (%s) upstream "
-                           "changes keys: that needs a repartition topic, which kstreams "
-                           "does not support yet; key the input topic by the grouping key "
-                           "instead",
-                           n->name, n->cfg->type, t->nodes[up].name, t->nodes[up].cfg->type);
-    }
+    ks_repartition_number(t);
     return 0;
 }
 
@@ -560,8 +557,7 @@ int ks_topology_build(ks_pipeline *p, const ks_host_api *api, const char *copy_d
         return -1;
     }
     t->pipeline = p;
-    if (build_nodes(t, api, copy_dir, err, errlen) != 0 ||
-        check_keying(t, err, errlen) != 0) {
+    if (build_graph(t, api, copy_dir, err, errlen) != 0) {
         ks_topology_free(t);
         return -1;
     }
@@ -573,12 +569,7 @@ void ks_topology_free(ks_topology *t)
 {
     if (!t)
         return;
-    for (size_t i = 0; i < t->node_count; i++) {
-        free(t->nodes[i].children);
-        free(t->nodes[i].stores);
-        free(t->nodes[i].fns);
-    }
-    free(t->nodes);
+    free_nodes(t);
     for (size_t i = 0; i < t->plugin_count; i++)
         ks_plugin_close(t->plugins[i]);
     free(t->plugins);
@@ -628,9 +619,12 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         const ks_topo_node *n = &t->nodes[i];
         switch (n->kind) {
         case KS_NODE_SOURCE:
-            fprintf(f, "  source %s: topic %s (key %s, value %s)\n", n->name,
-                    n->source->topic, ks_serde_name(n->source->key_serde),
-                    ks_serde_name(n->source->value_serde));
+            if (n->source->internal)
+                fprintf(f, "  source %s: repartition topic %s\n", n->name, n->source->topic);
+            else
+                fprintf(f, "  source %s: topic %s (key %s, value %s)\n", n->name,
+                        n->source->topic, ks_serde_name(n->source->key_serde),
+                        ks_serde_name(n->source->value_serde));
             break;
         case KS_NODE_PROCESSOR:
             fprintf(f, "  processor %s: %s.%s (plugin build %s)", n->name,
@@ -643,9 +637,13 @@ void ks_topology_print(const ks_topology *t, FILE *f)
             fprintf(f, "\n");
             break;
         case KS_NODE_SINK:
-            fprintf(f, "  sink %s: topic %s (key %s, value %s)\n", n->name,
-                    n->sink->topic, ks_serde_name(n->sink->key_serde),
-                    ks_serde_name(n->sink->value_serde));
+            if (n->sink->feeds)
+                fprintf(f, "  sink %s: repartition topic %s (key and value as they are)\n",
+                        n->name, n->sink->topic);
+            else
+                fprintf(f, "  sink %s: topic %s (key %s, value %s)\n", n->name,
+                        n->sink->topic, ks_serde_name(n->sink->key_serde),
+                        ks_serde_name(n->sink->value_serde));
             break;
         }
         print_children(t, n, f);
@@ -659,27 +657,49 @@ void ks_topology_print(const ks_topology *t, FILE *f)
                     p->stores[s].changelog ? topic : "(none)");
         }
     }
+    ks_repartition_print(t, f);
+}
+
+static void print_dot_node(const ks_topo_node *n, FILE *f)
+{
+    if (n->kind == KS_NODE_SOURCE)
+        fprintf(f, "    \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name, n->name,
+                n->source->topic);
+    else if (n->kind == KS_NODE_SINK)
+        fprintf(f, "    \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name, n->name,
+                n->sink->topic);
+    else
+        fprintf(f, "    \"%s\" [shape=box,label=\"%s\\n%s\"];\n", n->name, n->name,
+                n->cfg->type);
 }
 
 void ks_topology_print_dot(const ks_topology *t, FILE *f)
 {
     fprintf(f, "digraph \"%s\" {\n  rankdir=LR;\n", t->pipeline->application);
+    /* one cluster per sub-topology when a repartition topic splits the graph */
+    for (int sub = 0; sub < t->sub_count; sub++) {
+        if (t->sub_count > 1)
+            fprintf(f, "  subgraph \"cluster_%d\" {\n    label=\"sub-topology %d\";\n", sub,
+                    sub);
+        for (size_t i = 0; i < t->node_count; i++)
+            if (t->nodes[i].sub == sub)
+                print_dot_node(&t->nodes[i], f);
+        if (t->sub_count > 1)
+            fprintf(f, "  }\n");
+    }
     for (size_t i = 0; i < t->node_count; i++) {
         const ks_topo_node *n = &t->nodes[i];
-        if (n->kind == KS_NODE_SOURCE)
-            fprintf(f, "  \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name,
-                    n->name, n->source->topic);
-        else if (n->kind == KS_NODE_SINK)
-            fprintf(f, "  \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name,
-                    n->name, n->sink->topic);
-        else
-            fprintf(f, "  \"%s\" [shape=box,label=\"%s\\n%s\"];\n", n->name, n->name,
-                    n->cfg->type);
         for (size_t s = 0; s < n->store_count; s++)
             fprintf(f, "  \"%s\" -> \"store:%s\" [style=dashed];\n", n->name,
                     t->pipeline->stores[n->stores[s]].name);
         for (size_t c = 0; c < n->child_count; c++)
             fprintf(f, "  \"%s\" -> \"%s\";\n", n->name, t->nodes[n->children[c]].name);
+        /* a repartition sink feeds its topic's source through Kafka */
+        for (size_t k = 0; n->kind == KS_NODE_SINK && n->sink->feeds && k < t->node_count; k++)
+            if (t->nodes[k].kind == KS_NODE_SOURCE &&
+                strcmp(t->nodes[k].source->topic, n->sink->topic) == 0)
+                fprintf(f, "  \"%s\" -> \"%s\" [style=dotted,label=\"repartition\"];\n",
+                        n->name, t->nodes[k].name);
     }
     for (size_t s = 0; s < t->pipeline->store_count; s++)
         fprintf(f, "  \"store:%s\" [shape=cylinder,label=\"%s\"];\n",

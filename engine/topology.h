@@ -45,6 +45,7 @@ typedef struct ks_topo_node {
     size_t child_count;
     int *stores; /* indexes into ks_topology.pipeline->stores */
     size_t store_count;
+    int sub; /* sub-topology (repartition.h): parts joined by no edge */
 } ks_topo_node;
 
 typedef struct ks_topology {
@@ -55,11 +56,14 @@ typedef struct ks_topology {
     size_t plugin_count;
     int32_t partitions; /* tasks: partitions of the source topics (0 until
                            known from the broker) */
+    int sub_count;      /* sub-topologies, >= 1 */
 } ks_topology;
 
 /*
  * Build the topology of `p` (taking ownership of p, also on error). Plugins
- * are copied into `copy_dir` before loading. On error returns -1, *out is
+ * are copied into `copy_dir` before loading. Where a node that keeps state
+ * per key follows a key change, or says `repartition:`, p is rewritten to go
+ * through a repartition topic (repartition.h). On error returns -1, *out is
  * NULL and err holds "FILE:LINE:COL: ..." or "PATH: ..." for plugin errors.
  */
 int ks_topology_build(ks_pipeline *p, const ks_host_api *api,

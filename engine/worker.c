@@ -38,6 +38,7 @@
 #include "stall.h"
 #include "metrics.h"
 #include "reload.h"
+#include "repartition_purge.h"
 #include "serde.h"
 #include "task.h"
 
@@ -61,6 +62,7 @@ struct ks_worker {
     rd_kafka_t *restorer; /* read_committed, assign-only: restores */
     rd_kafka_t *probe;    /* read_uncommitted: high watermarks only */
     ks_fair_poll *fair;   /* the source partitions' own queues, in turn */
+    ks_purge *purge;      /* NULL without repartition topics */
     const char **source_topics; /* by source index, borrowed from the pipeline */
     ks_stall *stalls;     /* by slot: committed progress watch */
     int64_t *group_pos;   /* by slot: the group's offset at assignment, -1 unknown */
@@ -1167,6 +1169,22 @@ static void watch_stall(ks_worker *w, int32_t p, size_t s, int64_t lag, const ch
                 (long long)w->committed[slot(w, p, s)]);
 }
 
+/* Repartition records below the committed offsets are never read again:
+ * have them deleted, every few seconds (repartition_purge.h). */
+static void purge_repartitions(ks_worker *w, int64_t now)
+{
+    if (!w->purge || !ks_purge_due(w->purge, now))
+        return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    for (int32_t p = 0; p < w->partitions; p++)
+        for (size_t s = 0; w->tasks[p] && s < w->p->source_count; s++)
+            if (w->p->sources[s].internal && w->committed[slot(w, p, s)] > 0)
+                rd_kafka_topic_partition_list_add(l, w->p->sources[s].topic, p)->offset =
+                    w->committed[slot(w, p, s)];
+    ks_purge_send(w->purge, l, now);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
 /* Copy this worker's counters into the engine's metrics (about once a
  * second: the registry's lock stays off the per-record path). */
 static void publish_metrics(ks_worker *w)
@@ -1258,6 +1276,7 @@ static void *worker_main(void *arg)
             w->last_publish_ms = now;
             publish_metrics(w);
         }
+        purge_repartitions(w, now);
         /* hot deploy: builds change only here, between batches */
         if (!w->in_batch)
             ks_reload_at_boundary(w->eng->reload, w->id, w->tasks, w->partitions);
@@ -1284,6 +1303,7 @@ static void free_worker(ks_worker *w)
     for (int32_t p = 0; w->tasks && p < w->partitions; p++)
         ks_task_destroy(w->tasks[p]);
     ks_fair_poll_free(w->fair);
+    ks_purge_free(w->purge); /* its queue before the probe goes */
     if (w->consumer)
         rd_kafka_destroy(w->consumer);
     if (w->restorer)
@@ -1358,6 +1378,12 @@ int ks_worker_start(ks_engine *eng, int id, ks_worker **out, char *err, size_t e
         !(w->probe = new_restorer(w, "read_uncommitted", err, errlen)) ||
         !(w->consumer = new_consumer(w, err, errlen)))
         goto fail;
+    for (size_t s = 0; s < w->p->source_count; s++)
+        if (w->p->sources[s].internal && !w->purge &&
+            !(w->purge = ks_purge_new(w->probe, 3000, w->where))) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
     w->source_topics = calloc(w->p->source_count + 1, sizeof *w->source_topics);
     w->stalls = calloc(slots, sizeof *w->stalls);
     w->group_pos = calloc(slots, sizeof *w->group_pos);

@@ -274,8 +274,9 @@ typedef struct ks_config_field {
                                         partitioned by key                      */
 #define KS_PROC_NEEDS_FUNCTIONS 0x4u /* the node must name `functions:`       */
 #define KS_PROC_CHANGES_KEY 0x8u     /* forwards records under other keys than
-                                        its input's: a KEYED node downstream
-                                        would need a repartition topic        */
+                                        its input's: a KEYED node (or one with
+                                        a store) downstream reads them through
+                                        a repartition topic the engine adds  */
 
 typedef struct ks_processor_type {
     size_t struct_size; /* sizeof(ks_processor_type) at build time */

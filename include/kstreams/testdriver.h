@@ -19,6 +19,10 @@
  *    sink's serde;
  *  - keys records to partitions as Kafka's default partitioner does
  *    (murmur2 of the key, positive, modulo the partition count);
+ *  - runs a pipeline with repartition topics (docs/repartition.md) whole:
+ *    what a piped record writes to one is not an output; it is read back
+ *    by the sub-topology behind it, in the task of the new key's
+ *    partition, right after the piped record and in the same batch;
  *  - commits store batches (checkpoints + one LMDB commit), after every
  *    piped record by default, or only on ks_driver_commit() with
  *    `manual_commit`;
