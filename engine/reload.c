@@ -211,6 +211,14 @@ static int validate_build(ks_reload *rl, gen *g, char *err, size_t errlen)
             return -1;
         if (rc == 0)
             continue;
+        if (pt->state_version < n->ptype->state_version) {
+            snprintf(err, errlen,
+                     "node '%s': type '%s' writes state version %u, older than the %u the "
+                     "stores are in: kstreams does not downgrade state",
+                     n->name, n->cfg->type, (unsigned)pt->state_version,
+                     (unsigned)n->ptype->state_version);
+            return -1;
+        }
         if (pt->state_version != n->ptype->state_version && !pt->migrate) {
             snprintf(err, errlen,
                      "node '%s': type '%s' writes state version %u, the running build %u, "

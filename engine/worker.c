@@ -532,6 +532,13 @@ static int open_task(ks_worker *w, int32_t partition)
             ks_task_destroy(task);
             return -1;
         }
+    /* the restored stores say which state format they are in: a pending
+     * migration runs in the task's first batch, a newer one is refused */
+    if (ks_task_check_versions(task, err, sizeof err) != 0) {
+        ks_task_destroy(task);
+        fail(w, "%s", err);
+        return -1;
+    }
     w->tasks[partition] = task;
     w->published_in[partition] = w->published_out[partition] = 0;
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
@@ -772,6 +779,18 @@ static const char *store_full(ks_task *task, char *buf, size_t len)
     return buf;
 }
 
+/* The crash point between the Kafka and the LMDB commit of a batch that
+ * holds a migration (its changelog has the migrated data and the version
+ * record; the stores do not yet). */
+static void migration_committed_to_kafka(ks_worker *w)
+{
+    for (int32_t p = 0; p < w->partitions; p++)
+        if (w->tasks[p] && ks_task_migrated_in_batch(w->tasks[p])) {
+            ks_fault_point(KS_FAULT_MIGRATE_KAFKA_COMMITTED);
+            return;
+        }
+}
+
 static int commit_eos(ks_worker *w)
 {
     ks_fault_point(KS_FAULT_BEFORE_FLUSH);
@@ -804,6 +823,7 @@ static int commit_eos(ks_worker *w)
     if (e)
         return -1;
     ks_fault_point(KS_FAULT_AFTER_COMMIT);
+    migration_committed_to_kafka(w);
     if (commit_stores(w) != 0)
         return -1;
     ks_fault_point(KS_FAULT_AFTER_STORES);
