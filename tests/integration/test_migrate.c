@@ -15,7 +15,10 @@
  *   - restore: wipes the state directory and starts fmt2, which restores
  *     v1's changelog (its version record says 1) and migrates;
  *   - after a migration, a wiped state directory restores version 2 from
- *     the changelog and does not migrate again.
+ *     the changelog and does not migrate again;
+ *   - hot deploy (fmt2 copied over v1 while it runs), killed after the
+ *     first migrate() and after two of the four tasks committed theirs,
+ *     then started again.
  * Checked each time: every input exactly once in the read_committed output,
  * per key the counts go 1..n with no gap (the state carried over), no
  * "old-format" output and no OLD FORMAT line (fmt2 never saw an 8-byte
@@ -290,6 +293,47 @@ static void test_after_kafka_commit(void)
 }
 static void test_after_commit(void) { crash_at("committed", "after-migrate-commit"); }
 
+/* Hot deploy v1 -> fmt2 in a running engine, killed at `spec` during the
+ * migrations the swap caused; the restart (fmt2 on disk) migrates what
+ * was not migrated, and nothing twice. */
+static void swap_then_crash(const char *name, const char *spec)
+{
+    setup(name);
+    produce(FIRST);
+    char env[128], log[600];
+    snprintf(env, sizeof env, "KS_CRASH_AT=%s", spec);
+    log_path(log, sizeof log, "swap");
+    pid_t pid = it_engine_start_env(yaml, "m", log, env);
+    it_msgs out = {0};
+    it_consume(out_topic, FIRST, 2000, 180000, &out);
+    it_msgs_free(&out);
+    ship(build("reload_fmt2"));
+    int64_t end = it_now_ms() + 60000;
+    while (it_log_count(log, "swapped to build reload-fmt2") == 0 && it_now_ms() < end)
+        it_sleep_ms(100);
+    CU_ASSERT(it_log_count(log, "swapped to build reload-fmt2") == 1);
+    produce(SECOND); /* the migrations run in each task's first batch */
+    int rc = it_engine_wait(pid, 180000);
+    if (rc < 0)
+        it_engine_kill(pid);
+    printf("\n  [swap, %s] engine: exit %d", spec, rc);
+    CU_ASSERT_EQUAL(rc, 128 + 9);
+    CU_ASSERT_EQUAL(it_log_count(log, "KS_CRASH_AT: killing the process at"), 1);
+    CU_ASSERT_EQUAL(run_to_end("fmt2", NULL), 0);
+    check_outputs(spec);
+    check_stores(spec);
+}
+
+static void test_swap_killed_after_migrate(void)
+{
+    swap_then_crash("mig-swap-after", "after-migrate");
+}
+
+static void test_swap_killed_between_tasks(void)
+{
+    swap_then_crash("mig-swap-between", "after-migrate-commit:2");
+}
+
 static void test_restore_migrates(void)
 {
     v1_then_fmt2("mig-restore");
@@ -328,6 +372,9 @@ int main(void)
         {"migrate: kill -9 after migrate(), before the commit", test_after_migrate},
         {"migrate: kill -9 after the Kafka commit, before LMDB's", test_after_kafka_commit},
         {"migrate: kill -9 after the commit", test_after_commit},
+        {"migrate: hot swap, kill -9 after the first migrate()", test_swap_killed_after_migrate},
+        {"migrate: hot swap, kill -9 when two of four tasks migrated",
+         test_swap_killed_between_tasks},
         {"migrate: restore on an empty state dir migrates; no downgrade",
          test_restore_migrates},
         {NULL, NULL}};
