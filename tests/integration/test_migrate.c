@@ -8,7 +8,7 @@
  *
  * Every case runs v1 on a first batch of input and stops it (SIGTERM),
  * puts fmt2 in place of the plugin file, produces a second batch, then:
- *   - cold upgrade: starts fmt2;
+ *   - cold upgrade: starts fmt2 (and then refuses v1 shipped over it);
  *   - kill -9 (KS_CRASH_AT) at before-migrate, mid-migrate (5th write of
  *     migrate()), after-migrate, after-migrate-kafka-commit and
  *     after-migrate-commit, then starts fmt2 again;
@@ -256,7 +256,19 @@ static void check_stores(const char *phase)
 static void test_cold_upgrade(void)
 {
     v1_then_fmt2("mig-cold");
-    CU_ASSERT_EQUAL(run_to_end("fmt2", NULL), 0);
+    char log[600];
+    log_path(log, sizeof log, "fmt2");
+    pid_t pid = it_engine_start(yaml, "m", log);
+    it_msgs out = {0};
+    it_consume(out_topic, (size_t)produced, 2000, 180000, &out);
+    it_msgs_free(&out);
+    /* v1 shipped over the running fmt2: refused, no downgrade */
+    ship(build("reload_v1"));
+    int64_t end = it_now_ms() + 30000;
+    while (it_log_count(log, "new build refused") == 0 && it_now_ms() < end)
+        it_sleep_ms(100);
+    CU_ASSERT(it_log_count(log, "does not downgrade state") == 1);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 60000), 0);
     CU_ASSERT(logs_count("migrated its stores from state version 1 to 2") == PARTS);
     check_outputs("cold upgrade");
     check_stores("cold upgrade");
