@@ -523,6 +523,17 @@ ks_verdict ks_task_run_migrations(ks_task *task)
     return worst_v;
 }
 
+int ks_task_migration_pending(const ks_task *task)
+{
+    for (size_t i = 0; task->dbs && task->live && i < task->topo->node_count; i++) {
+        const struct ks_ctx *ctx = task->live[i];
+        if (ctx && ctx->inited && !ctx->migrated_in_batch &&
+            (ctx->migrate_pending || ctx->stamp_pending))
+            return 1;
+    }
+    return 0;
+}
+
 int ks_task_migrated_in_batch(const ks_task *task)
 {
     for (size_t i = 0; task->live && i < task->topo->node_count; i++)

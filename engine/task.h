@@ -201,6 +201,10 @@ ks_verdict ks_task_run_migrations(ks_task *task);
  */
 int ks_task_check_versions(ks_task *task, char *err, size_t errlen);
 
+/* Non-zero when an instance of the task still owes a migration or a
+ * version record that is not in the open batch. */
+int ks_task_migration_pending(const ks_task *task);
+
 /* Non-zero when a migrate() ran in the open batch (for the crash points
  * around its commit). */
 int ks_task_migrated_in_batch(const ks_task *task);

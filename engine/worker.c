@@ -1135,6 +1135,38 @@ static void punctuate_all(ks_worker *w)
     }
 }
 
+/* Tasks that owe a migration (opened on stores of an older state version,
+ * or swapped to a build of a newer one) or a first version record run it
+ * at once in a batch of its own, not at their first record: an idle
+ * partition's stores are converted too. At a boundary only. */
+static void run_pending_migrations(ks_worker *w)
+{
+    for (int32_t p = 0; p < w->partitions; p++) {
+        ks_task *task = w->tasks[p];
+        if (!task || !ks_task_migration_pending(task))
+            continue;
+        if (begin_batch(w) != 0)
+            return;
+        w->rejected[0] = '\0';
+        task->verdict = KS_OK;
+        ks_verdict v = ks_task_run_migrations(task);
+        if (v == KS_OK)
+            continue;
+        char full[600], why[700];
+        if (store_full(task, full, sizeof full)) {
+            abort_batch(w, "store map full");
+            fail(w, "migration of task %d failed: %s", (int)p, full);
+            return;
+        }
+        snprintf(why, sizeof why, "the migration of task %d %s", (int)p,
+                 v == KS_FATAL ? "failed" : "asked to retry");
+        abort_batch(w, why);
+        if (v == KS_FATAL)
+            fail(w, "%s (see the processor's log above)", why);
+        return;
+    }
+}
+
 /* Add what task p counted since the last publish to the metrics. */
 static void publish_task_counts(ks_worker *w, int32_t p)
 {
@@ -1277,8 +1309,10 @@ static void *worker_main(void *arg)
             publish_metrics(w);
         }
         /* hot deploy: builds change only here, between batches */
-        if (!w->in_batch)
+        if (!w->in_batch) {
             ks_reload_at_boundary(w->eng->reload, w->id, w->tasks, w->partitions);
+            run_pending_migrations(w);
+        }
     }
     /* clean stop: commit what was processed (a failed engine aborts) */
     if (w->eng->exit_code == 0)
