@@ -495,7 +495,12 @@ ks_verdict ks_task_run_migrations(ks_task *task)
             ks_phase saved = ctx->phase;
             ctx->phase = KS_PHASE_PROCESS; /* migrate may read and write stores */
             ctx->migrating = 1;
-            v = ctx->build.ptype->migrate(ctx, ctx->migrate_from);
+            /* a store write that failed inside migrate() fails the
+             * migration even when migrate() returns KS_OK */
+            ks_verdict before = task->verdict;
+            task->verdict = KS_OK;
+            v = worst(ctx->build.ptype->migrate(ctx, ctx->migrate_from), task->verdict);
+            task->verdict = before;
             ctx->migrating = 0;
             ctx->phase = saved;
         }
