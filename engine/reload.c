@@ -690,6 +690,16 @@ fail:
     return -1;
 }
 
+void ks_reload_note_crash(ks_reload *rl, const char *line)
+{
+    if (!rl)
+        return;
+    ks_status_set(rl->status, "crash", "previous_run", json_string(line));
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
 void ks_reload_stop(ks_reload *rl)
 {
     if (!rl || !rl->running)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "crash.h"
 #include "fault.h"
 #include "log.h"
 
@@ -30,6 +31,25 @@ int ks_task_is_version_key(ks_bytes key)
 {
     return key.len == sizeof version_key && key.data &&
            memcmp(key.data, version_key, sizeof version_key) == 0;
+}
+
+/* Tell the crash handler that this thread now runs `call` of ctx's
+ * instance (with the task's current record, if any); ks_crash_leave(s)
+ * after the call. */
+static void enter(ks_crash_scope *s, const struct ks_ctx *ctx, const char *call)
+{
+    const ks_task *t = ctx->task;
+    const ks_plugin *pl = ctx->build.plugin;
+    *s = (ks_crash_scope){.call = call,
+                          .node = ctx->node->name,
+                          .plugin = pl ? pl->desc->name : "?",
+                          .build = pl ? pl->desc->build_id : "?",
+                          .path = pl ? pl->path : "?",
+                          .task = t->partition,
+                          .topic = t->current ? t->current->topic : NULL,
+                          .partition = t->current ? t->current->partition : -1,
+                          .offset = t->current ? t->current->offset : -1};
+    ks_crash_enter(s);
 }
 
 static int mkdir_p(const char *path)
@@ -111,7 +131,10 @@ static int start_ctx(ks_task *task, struct ks_ctx *ctx, const ks_topo_node *n,
         ctx->stores[s].db = task->dbs ? task->dbs[n->stores[s]] : NULL;
     }
     ctx->phase = KS_PHASE_INIT;
+    ks_crash_scope cs;
+    enter(&cs, ctx, "init");
     ks_verdict v = b->ptype->init ? b->ptype->init(ctx, &ctx->state) : KS_OK;
+    ks_crash_leave(&cs);
     ctx->phase = KS_PHASE_NONE;
     if (v != KS_OK) {
         snprintf(err, errlen, "%s: init of node '%s' (%s, plugin %s, build %s) failed",
@@ -137,7 +160,10 @@ static void stop_ctx(struct ks_ctx *ctx)
         return;
     if (ctx->inited && ctx->build.ptype->close) {
         ctx->phase = KS_PHASE_CLOSE;
+        ks_crash_scope cs;
+        enter(&cs, ctx, "close");
         ctx->build.ptype->close(ctx, ctx->state);
+        ks_crash_leave(&cs);
     }
     ctx->inited = 0;
     free(ctx->stores);
@@ -228,7 +254,10 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
     struct ks_ctx *ctx = task->live[child->index];
     ks_phase saved = ctx->phase;
     ctx->phase = KS_PHASE_PROCESS;
+    ks_crash_scope cs;
+    enter(&cs, ctx, "process");
     ks_verdict v = ctx->build.ptype->process(ctx, ctx->state, &r);
+    ks_crash_leave(&cs);
     ctx->phase = saved;
     if (v != KS_OK) {
         task->verdict = worst(task->verdict, v);
@@ -259,8 +288,11 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
             s->next = task->stream_time + s->interval;
         if (task->stream_time >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
+            ks_crash_scope cs;
+            enter(&cs, ctx, "punctuate");
             ks_verdict v = ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_STREAM,
                                                        task->stream_time);
+            ks_crash_leave(&cs);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
             s->next = task->stream_time + s->interval;
@@ -284,8 +316,11 @@ ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
             s->next = now_ms + s->interval;
         if (now_ms >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
+            ks_crash_scope cs;
+            enter(&cs, ctx, "punctuate");
             ks_verdict v =
                 ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_WALLCLOCK, now_ms);
+            ks_crash_leave(&cs);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
             s->next = now_ms + s->interval;
@@ -499,7 +534,10 @@ ks_verdict ks_task_run_migrations(ks_task *task)
              * migration even when migrate() returns KS_OK */
             ks_verdict before = task->verdict;
             task->verdict = KS_OK;
+            ks_crash_scope cs;
+            enter(&cs, ctx, "migrate");
             v = worst(ctx->build.ptype->migrate(ctx, ctx->migrate_from), task->verdict);
+            ks_crash_leave(&cs);
             task->verdict = before;
             ctx->migrating = 0;
             ctx->phase = saved;

@@ -9,6 +9,8 @@
  *   reload_noproc          offers "other" instead of "tag"
  *   reload_migrate         like v2, state_version 2 with a migrate() that
  *                          counts its runs under the key "__migrations"
+ *   reload_segv            like v1, but process() dereferences NULL on a
+ *                          value starting with "boom" (crash reports)
  *   reload_fmt2            state_version 2 in ANOTHER value format: counts
  *                          are text "c=N", not 8 bytes; its migrate()
  *                          converts every 8-byte count and counts its runs
@@ -57,6 +59,12 @@ static ks_verdict tag_process(ks_ctx *ctx, void *state, const ks_record *rec)
     int64_t n = 0;
     if (!rec->key || rec->key_len == 0)
         return KS_SKIP;
+#ifdef RELOAD_SEGV
+    if (rec->value && rec->value_len >= 4 && memcmp(rec->value, "boom", 4) == 0) {
+        int *volatile nowhere = NULL;
+        *nowhere = 1;
+    }
+#endif
 #ifdef RELOAD_FORMAT2
     if (host->store_get(st, key, &old) == 0) {
         char txt[32];
