@@ -14,6 +14,7 @@
 #include "log.h"
 #include "outbox_service.h"
 #include "metrics.h"
+#include "crash.h"
 #include "reload.h"
 #include "worker.h"
 
@@ -143,6 +144,16 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     if (ks_reload_start(&eng, ks_host_api_table(), copy_dir, &eng.reload, err,
                         sizeof err) != 0)
         ks_warn("engine", "hot deploy is off: %s", err);
+    /* a fatal signal in processor code is reported (log and crash file);
+     * the one a previous run left is reported now */
+    char crash_path[4200], last[2048];
+    snprintf(crash_path, sizeof crash_path, "%s/%s/crash.txt", p->state_dir, p->application);
+    if (ks_crash_take_previous(crash_path, last, sizeof last)) {
+        ks_warn("engine", "the previous run died: %s (its report: %s.last)", last, crash_path);
+        ks_reload_note_crash(eng.reload, last);
+    }
+    if (ks_crash_install(crash_path, err, sizeof err) != 0)
+        ks_warn("engine", "crash reports are off: %s", err);
     eng.workers = calloc((size_t)p->workers, sizeof *eng.workers);
     for (int i = 0; eng.workers && i < p->workers; i++) {
         if (ks_worker_start(&eng, i, &eng.workers[i], err, sizeof err) != 0) {

@@ -16,6 +16,16 @@
 #define KS_FAULT_AFTER_COMMIT "after-kafka-commit"
 #define KS_FAULT_AFTER_STORES "after-store-commit"
 #define KS_FAULT_DURING_RESTORE "during-restore"
+/* Points of a state migration (task.c, host_api.c, worker.c), in order:
+ * migrate() is about to run; a store write inside migrate() (":n" picks
+ * the n-th write); migrate() returned and the new version is written, in
+ * the open batch; the Kafka transaction holding the migration committed,
+ * LMDB not yet; the LMDB transaction committed too. */
+#define KS_FAULT_BEFORE_MIGRATE "before-migrate"
+#define KS_FAULT_MID_MIGRATE "mid-migrate"
+#define KS_FAULT_AFTER_MIGRATE "after-migrate"
+#define KS_FAULT_MIGRATE_KAFKA_COMMITTED "after-migrate-kafka-commit"
+#define KS_FAULT_MIGRATE_COMMITTED "after-migrate-commit"
 /* Points of the outbox's requests consumer (outbox_requests.c). */
 #define KS_FAULT_REQUESTS_HELD "outbox-requests-held"
 #define KS_FAULT_REQUESTS_COMMITTED "outbox-requests-committed"

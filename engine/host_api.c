@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fault.h"
 #include "host_json.h"
 #include "log.h"
 #include "metrics.h"
@@ -201,6 +202,8 @@ static int store_write(ks_store *st, ks_bytes key, const ks_bytes *value)
     if (!can_run(st->ctx))
         return KS_ERR_STATE;
     ks_task *task = st->ctx->task;
+    if (st->ctx->migrating)
+        ks_fault_point(KS_FAULT_MID_MIGRATE);
     int rc = ks_task_begin(task);
     if (rc == 0)
         rc = value ? ks_store_put(st->db, key, *value) : ks_store_del(st->db, key);

@@ -211,6 +211,14 @@ static int validate_build(ks_reload *rl, gen *g, char *err, size_t errlen)
             return -1;
         if (rc == 0)
             continue;
+        if (pt->state_version < n->ptype->state_version) {
+            snprintf(err, errlen,
+                     "node '%s': type '%s' writes state version %u, older than the %u the "
+                     "stores are in: kstreams does not downgrade state",
+                     n->name, n->cfg->type, (unsigned)pt->state_version,
+                     (unsigned)n->ptype->state_version);
+            return -1;
+        }
         if (pt->state_version != n->ptype->state_version && !pt->migrate) {
             snprintf(err, errlen,
                      "node '%s': type '%s' writes state version %u, the running build %u, "
@@ -680,6 +688,16 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
 fail:
     ks_reload_free(rl);
     return -1;
+}
+
+void ks_reload_note_crash(ks_reload *rl, const char *line)
+{
+    if (!rl)
+        return;
+    ks_status_set(rl->status, "crash", "previous_run", json_string(line));
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
 }
 
 void ks_reload_stop(ks_reload *rl)

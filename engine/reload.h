@@ -51,6 +51,10 @@ typedef struct ks_reload ks_reload;
 int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir,
                     ks_reload **out, char *err, size_t errlen);
 
+/* Show the first line of the crash report a previous run left under
+ * "crash": {"previous_run": LINE} in status.json. NULL rl is fine. */
+void ks_reload_note_crash(ks_reload *rl, const char *line);
+
 /* Stop the reload thread (a generation in progress stays as it is). Call
  * before joining the workers. NULL is fine. */
 void ks_reload_stop(ks_reload *rl);

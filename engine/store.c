@@ -4,6 +4,7 @@
  * Layout of one environment (one directory, one task):
  *   main DB      LMDB's own table of named databases
  *   "__meta"     "ckpt:<store>" -> changelog offset, int64 big-endian
+ *                "ver:<store>"  -> state version, uint32 big-endian
  *   "<store>"    one named database per store, keys in byte order
  *
  * Transactions: at most one write transaction (the batch) per env, owned by
@@ -43,6 +44,7 @@
 #define KS_STORE_READONLY_MAXDBS 1024 /* named DBs a read-only env can open */
 #define KS_STORE_META "__meta"
 #define KS_STORE_CKPT_PREFIX "ckpt:"
+#define KS_STORE_VER_PREFIX "ver:"
 #define KS_STORE_ERRLEN 512
 /* Pages of each map kept free for LMDB's own commit (see
  * ks_store_prepare_commit): 32 KiB with 4 KiB pages. */
@@ -54,6 +56,8 @@ struct ks_store_db {
     char *name;
     char ckpt_key[sizeof(KS_STORE_CKPT_PREFIX) + KS_STORE_MAX_NAME];
     size_t ckpt_key_len;
+    char ver_key[sizeof(KS_STORE_VER_PREFIX) + KS_STORE_MAX_NAME];
+    size_t ver_key_len;
 };
 
 struct ks_store_env {
@@ -669,6 +673,8 @@ int ks_store_db_open(ks_store_env *env, const char *name, ks_store_db **out)
     db->env = env;
     db->ckpt_key_len = (size_t)snprintf(db->ckpt_key, sizeof db->ckpt_key,
                                         KS_STORE_CKPT_PREFIX "%s", name);
+    db->ver_key_len = (size_t)snprintf(db->ver_key, sizeof db->ver_key,
+                                       KS_STORE_VER_PREFIX "%s", name);
 
     /* A handle opened in a txn is usable by others once that txn commits;
      * a separate txn does it (the read snapshot ends: one read txn per
@@ -1070,5 +1076,56 @@ int ks_store_checkpoint_set(ks_store_db *db, int64_t offset)
     rc = mdb_put(txn, db->env->meta, &k, &v, 0);
     if (rc)
         return write_failed(db->env, db, "checkpoint", rc);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* State versions                                                      */
+/* ------------------------------------------------------------------ */
+
+int ks_store_version_get(ks_store_db *db, uint32_t *version)
+{
+    if (!db || !version)
+        return KS_ERR_INVALID;
+    ks_store_env *env = db->env;
+    MDB_txn *txn;
+    int rc = read_txn(env, &txn);
+    if (rc)
+        return rc;
+    if (!env->have_meta)
+        return KS_ERR_NOT_FOUND;
+    MDB_val k = {db->ver_key_len, db->ver_key}, v;
+    rc = mdb_get(txn, env->meta, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return KS_ERR_NOT_FOUND;
+    if (rc) {
+        set_err(env, "store '%s' in %s: state version: %s", db->name, env->dir,
+                mdb_strerror(rc));
+        return map_rc(rc);
+    }
+    if (v.mv_size != 4) {
+        set_err(env, "store '%s' in %s: corrupt state version (%zu bytes)",
+                db->name, env->dir, v.mv_size);
+        return KS_ERR_IO;
+    }
+    const unsigned char *b = v.mv_data;
+    *version = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    return 0;
+}
+
+int ks_store_version_set(ks_store_db *db, uint32_t version)
+{
+    if (!db)
+        return KS_ERR_INVALID;
+    MDB_txn *txn;
+    int rc = write_txn(db, &txn);
+    if (rc)
+        return rc;
+    unsigned char buf[4] = {(unsigned char)(version >> 24), (unsigned char)(version >> 16),
+                            (unsigned char)(version >> 8), (unsigned char)version};
+    MDB_val k = {db->ver_key_len, db->ver_key}, v = {sizeof buf, buf};
+    rc = mdb_put(txn, db->env->meta, &k, &v, 0);
+    if (rc)
+        return write_failed(db->env, db, "state version", rc);
     return 0;
 }

@@ -4,8 +4,9 @@
  * One LMDB environment per task (state_dir/<application>/task-<P>/), with
  * one named database per store plus a "__meta" database holding, per store,
  * the changelog checkpoint (the changelog offset up to which the store
- * matches its changelog). Data and checkpoints change in ONE write
- * transaction per batch, so they commit and abort together.
+ * matches its changelog) and the state version (the format its data is
+ * in, see ks_store_version_get). Data, checkpoints and versions change in
+ * ONE write transaction per batch, so they commit and abort together.
  *
  * Why one env per task: tasks move between workers and processes on
  * rebalance; a per-task env can be closed, deleted or restored alone, and
@@ -127,6 +128,13 @@ int ks_store_count(ks_store_db *db, uint64_t *count);
  * write txn and commits with it. */
 int ks_store_checkpoint_get(ks_store_db *db, int64_t *offset);
 int ks_store_checkpoint_set(ks_store_db *db, int64_t offset);
+
+/* State version of a store: the ks_processor_type.state_version of the
+ * format its data is in. get returns KS_ERR_NOT_FOUND when none was ever
+ * set (a new store, or one written before versions were kept); set needs
+ * an open write txn and commits with it, with the data it describes. */
+int ks_store_version_get(ks_store_db *db, uint32_t *version);
+int ks_store_version_set(ks_store_db *db, uint32_t version);
 
 const char *ks_store_db_name(const ks_store_db *db);
 

@@ -15,8 +15,43 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "crash.h"
+#include "fault.h"
 #include "host_json.h"
 #include "log.h"
+
+/* The version record's key: this text, then NULs to KS_VERSION_KEY_LEN. */
+static const char version_key[KS_VERSION_KEY_LEN] = "kstreams.state_version";
+
+ks_bytes ks_task_version_key(void)
+{
+    return (ks_bytes){version_key, sizeof version_key};
+}
+
+int ks_task_is_version_key(ks_bytes key)
+{
+    return key.len == sizeof version_key && key.data &&
+           memcmp(key.data, version_key, sizeof version_key) == 0;
+}
+
+/* Tell the crash handler that this thread now runs `call` of ctx's
+ * instance (with the task's current record, if any); ks_crash_leave(s)
+ * after the call. */
+static void enter(ks_crash_scope *s, const struct ks_ctx *ctx, const char *call)
+{
+    const ks_task *t = ctx->task;
+    const ks_plugin *pl = ctx->build.plugin;
+    *s = (ks_crash_scope){.call = call,
+                          .node = ctx->node->name,
+                          .plugin = pl ? pl->desc->name : "?",
+                          .build = pl ? pl->desc->build_id : "?",
+                          .path = pl ? pl->path : "?",
+                          .task = t->partition,
+                          .topic = t->current ? t->current->topic : NULL,
+                          .partition = t->current ? t->current->partition : -1,
+                          .offset = t->current ? t->current->offset : -1};
+    ks_crash_enter(s);
+}
 
 static int mkdir_p(const char *path)
 {
@@ -97,7 +132,10 @@ static int start_ctx(ks_task *task, struct ks_ctx *ctx, const ks_topo_node *n,
         ctx->stores[s].db = task->dbs ? task->dbs[n->stores[s]] : NULL;
     }
     ctx->phase = KS_PHASE_INIT;
+    ks_crash_scope cs;
+    enter(&cs, ctx, "init");
     ks_verdict v = b->ptype->init ? b->ptype->init(ctx, &ctx->state) : KS_OK;
+    ks_crash_leave(&cs);
     ctx->phase = KS_PHASE_NONE;
     if (v != KS_OK) {
         snprintf(err, errlen, "%s: init of node '%s' (%s, plugin %s, build %s) failed",
@@ -123,7 +161,10 @@ static void stop_ctx(struct ks_ctx *ctx)
         return;
     if (ctx->inited && ctx->build.ptype->close) {
         ctx->phase = KS_PHASE_CLOSE;
+        ks_crash_scope cs;
+        enter(&cs, ctx, "close");
         ctx->build.ptype->close(ctx, ctx->state);
+        ks_crash_leave(&cs);
     }
     ctx->inited = 0;
     free(ctx->stores);
@@ -222,7 +263,10 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
     struct ks_ctx *ctx = task->live[child->index];
     ks_phase saved = ctx->phase;
     ctx->phase = KS_PHASE_PROCESS;
+    ks_crash_scope cs;
+    enter(&cs, ctx, "process");
     ks_verdict v = ctx->build.ptype->process(ctx, ctx->state, &r);
+    ks_crash_leave(&cs);
     ctx->phase = saved;
     if (v != KS_OK) {
         task->verdict = worst(task->verdict, v);
@@ -256,8 +300,11 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
             s->next = *now + s->interval;
         if (*now >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
+            ks_crash_scope cs;
+            enter(&cs, ctx, "punctuate");
             ks_verdict v = ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_STREAM,
                                                        *now);
+            ks_crash_leave(&cs);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
             s->next = *now + s->interval;
@@ -281,8 +328,11 @@ ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
             s->next = now_ms + s->interval;
         if (now_ms >= s->next) {
             ctx->phase = KS_PHASE_PUNCTUATE;
+            ks_crash_scope cs;
+            enter(&cs, ctx, "punctuate");
             ks_verdict v =
                 ctx->build.ptype->punctuate(ctx, ctx->state, KS_TIME_WALLCLOCK, now_ms);
+            ks_crash_leave(&cs);
             ctx->phase = KS_PHASE_NONE;
             task->verdict = worst(task->verdict, v);
             s->next = now_ms + s->interval;
@@ -308,7 +358,7 @@ static void migrations_end(ks_task *task, int committed)
             continue;
         ctx->migrated_in_batch = 0;
         if (committed)
-            ctx->migrate_pending = 0;
+            ctx->migrate_pending = ctx->stamp_pending = 0;
     }
 }
 
@@ -343,10 +393,13 @@ int ks_task_commit_stores(ks_task *task)
             return rc;
         }
     }
+    int migrated = ks_task_migrated_in_batch(task);
     int rc = ks_store_commit(task->env);
     for (size_t s = 0; s < p->store_count; s++)
         task->changelog_hi[s] = -1;
     migrations_end(task, rc == 0);
+    if (rc == 0 && migrated)
+        ks_fault_point(KS_FAULT_MIGRATE_COMMITTED);
     return rc;
 }
 
@@ -364,9 +417,17 @@ int ks_task_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *
                         int64_t offset)
 {
     int rc = ks_store_begin(task->env);
-    if (rc == 0)
+    if (rc == 0 && ks_task_is_version_key(key)) {
+        if (!value || value->len != 4)
+            return KS_ERR_IO;
+        const unsigned char *b = value->data;
+        rc = ks_store_version_set(task->dbs[store], (uint32_t)b[0] << 24 |
+                                                        (uint32_t)b[1] << 16 |
+                                                        (uint32_t)b[2] << 8 | b[3]);
+    } else if (rc == 0) {
         rc = value ? ks_store_put(task->dbs[store], key, *value)
                    : ks_store_del(task->dbs[store], key);
+    }
     if (rc == 0 && offset > task->changelog_hi[store])
         task->changelog_hi[store] = offset;
     return rc;
@@ -412,11 +473,16 @@ int ks_task_swap_node(ks_task *task, int index)
     struct ks_ctx *old = task->live[index];
     task->live[index] = next;
     task->next[index] = NULL;
-    /* a migration the old instance still owed is owed by the new one: the
-     * stores are still in the old instance's source format */
-    if (old && old->migrate_pending && !next->migrate_pending) {
-        next->migrate_pending = 1;
-        next->migrate_from = old->migrate_from;
+    /* What the new instance owes follows from the format the stores are
+     * in now (no batch is open): the old instance's source format when it
+     * still owed a migration, else its own; an unrecorded version is
+     * recorded by whichever instance runs first. */
+    if (old && old->inited) {
+        uint32_t data = old->migrate_pending ? old->migrate_from
+                                             : old->build.ptype->state_version;
+        next->migrate_from = data;
+        next->migrate_pending = data != next->build.ptype->state_version;
+        next->stamp_pending = !next->migrate_pending && old->stamp_pending;
     }
     stop_ctx(old); /* frees a heap ctx; &ctxs[i] stays, closed */
     return 1;
@@ -435,26 +501,167 @@ const struct ks_ctx *ks_task_live(const ks_task *task, int index)
     return task->live ? task->live[index] : NULL;
 }
 
+/* Record the build's state version in every store of ctx's node: LMDB
+ * __meta and a version record in the store's changelog, in the open
+ * batch. 0 or a negative ks_err. */
+static int write_versions(ks_task *task, struct ks_ctx *ctx)
+{
+    const ks_topo_node *n = ctx->node;
+    uint32_t v = ctx->build.ptype->state_version;
+    unsigned char enc[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                            (unsigned char)(v >> 8), (unsigned char)v};
+    int rc = ks_task_begin(task);
+    for (size_t s = 0; rc == 0 && s < n->store_count; s++) {
+        int idx = n->stores[s];
+        rc = ks_store_version_set(task->dbs[idx], v);
+        ks_bytes val = {enc, sizeof enc};
+        if (rc == 0 && task->io.changelog && task->topo->pipeline->stores[idx].changelog)
+            rc = task->io.changelog(task->io.arg, task, idx, ks_task_version_key(), &val);
+    }
+    return rc;
+}
+
 ks_verdict ks_task_run_migrations(ks_task *task)
 {
     ks_verdict worst_v = KS_OK;
     for (size_t i = 0; task->live && i < task->topo->node_count; i++) {
         struct ks_ctx *ctx = task->live[i];
-        if (!ctx || !ctx->migrate_pending || ctx->migrated_in_batch)
+        if (!ctx || !ctx->inited || ctx->migrated_in_batch || !task->dbs ||
+            (!ctx->migrate_pending && !ctx->stamp_pending))
             continue;
-        if (!ctx->build.ptype->migrate)
-            return KS_FATAL; /* reload.c refuses such builds: cannot happen */
-        ks_phase saved = ctx->phase;
-        ctx->phase = KS_PHASE_PROCESS; /* migrate may read and write stores */
-        ks_verdict v = ctx->build.ptype->migrate(ctx, ctx->migrate_from);
-        ctx->phase = saved;
-        if (v == KS_OK) {
-            ctx->migrated_in_batch = 1;
-            ks_info(task->where, "node %s: migrated its stores from state version %u to %u",
+        ks_verdict v = KS_OK;
+        if (ctx->migrate_pending) {
+            if (!ctx->build.ptype->migrate)
+                return KS_FATAL; /* refused at open and at reload: cannot happen */
+            ks_fault_point(KS_FAULT_BEFORE_MIGRATE);
+            ks_info(task->where, "node %s: migrating its stores from state version %u to %u "
+                                 "(plugin %s, build %s)",
                     ctx->node->name, (unsigned)ctx->migrate_from,
-                    (unsigned)ctx->build.ptype->state_version);
+                    (unsigned)ctx->build.ptype->state_version, ctx->build.plugin->desc->name,
+                    ctx->build.plugin->desc->build_id);
+            ks_phase saved = ctx->phase;
+            ctx->phase = KS_PHASE_PROCESS; /* migrate may read and write stores */
+            ctx->migrating = 1;
+            /* a store write that failed inside migrate() fails the
+             * migration even when migrate() returns KS_OK */
+            ks_verdict before = task->verdict;
+            task->verdict = KS_OK;
+            ks_crash_scope cs;
+            enter(&cs, ctx, "migrate");
+            v = worst(ctx->build.ptype->migrate(ctx, ctx->migrate_from), task->verdict);
+            ks_crash_leave(&cs);
+            task->verdict = before;
+            ctx->migrating = 0;
+            ctx->phase = saved;
+        }
+        if (v == KS_OK && write_versions(task, ctx) != 0)
+            v = KS_RETRY; /* store or changelog failed: the batch aborts */
+        if (v == KS_OK) {
+            ctx->migrated_in_batch = 1 + ctx->migrate_pending;
+            if (ctx->migrate_pending) {
+                ks_fault_point(KS_FAULT_AFTER_MIGRATE);
+                ks_info(task->where,
+                        "node %s: migrated its stores from state version %u to %u; commits "
+                        "with this batch",
+                        ctx->node->name, (unsigned)ctx->migrate_from,
+                        (unsigned)ctx->build.ptype->state_version);
+            }
+        } else {
+            ks_warn(task->where, "node %s: migration from state version %u to %u %s: the "
+                                 "batch aborts and it runs again",
+                    ctx->node->name, (unsigned)ctx->migrate_from,
+                    (unsigned)ctx->build.ptype->state_version,
+                    v == KS_FATAL ? "failed (fatal)" : "did not complete");
         }
         worst_v = worst(worst_v, v);
     }
     return worst_v;
+}
+
+int ks_task_migration_pending(const ks_task *task)
+{
+    for (size_t i = 0; task->dbs && task->live && i < task->topo->node_count; i++) {
+        const struct ks_ctx *ctx = task->live[i];
+        if (ctx && ctx->inited && !ctx->migrated_in_batch &&
+            (ctx->migrate_pending || ctx->stamp_pending))
+            return 1;
+    }
+    return 0;
+}
+
+int ks_task_migrated_in_batch(const ks_task *task)
+{
+    for (size_t i = 0; task->live && i < task->topo->node_count; i++)
+        if (task->live[i] && task->live[i]->migrated_in_batch == 2)
+            return 1;
+    return 0;
+}
+
+int ks_task_check_versions(ks_task *task, char *err, size_t errlen)
+{
+    if (!task->dbs)
+        return 0;
+    const ks_pipeline *p = task->topo->pipeline;
+    for (size_t i = 0; task->live && i < task->topo->node_count; i++) {
+        struct ks_ctx *ctx = task->live[i];
+        if (!ctx || !ctx->inited || ctx->node->store_count == 0)
+            continue;
+        const ks_topo_node *n = ctx->node;
+        const ks_processor_type *pt = ctx->build.ptype;
+        const ks_plugin *pl = ctx->build.plugin;
+        /* the oldest format among the node's stores is what migrate() gets */
+        int found = 0;
+        uint32_t stored = 0;
+        const char *store = p->stores[n->stores[0]].name;
+        for (size_t s = 0; s < n->store_count; s++) {
+            uint32_t v;
+            int rc = ks_store_version_get(task->dbs[n->stores[s]], &v);
+            if (rc == KS_ERR_NOT_FOUND)
+                continue;
+            if (rc != 0) {
+                snprintf(err, errlen, "%s: %s", task->where, ks_store_last_error(task->env));
+                ks_store_read_end(task->env);
+                return -1;
+            }
+            if (!found || v < stored) {
+                stored = v;
+                store = p->stores[n->stores[s]].name;
+            }
+            found = 1;
+        }
+        ks_store_read_end(task->env);
+        ctx->migrate_pending = ctx->stamp_pending = 0;
+        if (!found) {
+            ctx->stamp_pending = 1;
+            continue;
+        }
+        if (stored > pt->state_version) {
+            snprintf(err, errlen,
+                     "%s: node '%s': store '%s' holds state version %u, written by a newer "
+                     "build; build %s of plugin %s (%s) writes version %u and cannot read "
+                     "it: kstreams does not downgrade state (deploy a build with "
+                     "state_version %u or later)",
+                     task->where, n->name, store, (unsigned)stored, pl->desc->build_id,
+                     pl->desc->name, pl->path, (unsigned)pt->state_version, (unsigned)stored);
+            return -1;
+        }
+        if (stored < pt->state_version) {
+            if (!pt->migrate) {
+                snprintf(err, errlen,
+                         "%s: node '%s': store '%s' holds state version %u; build %s of "
+                         "plugin %s (%s) writes version %u and has no migrate()",
+                         task->where, n->name, store, (unsigned)stored, pl->desc->build_id,
+                         pl->desc->name, pl->path, (unsigned)pt->state_version);
+                return -1;
+            }
+            ctx->migrate_pending = 1;
+            ctx->migrate_from = stored;
+            ks_info(task->where,
+                    "node %s: store '%s' holds state version %u, build %s writes %u: "
+                    "migrates before its first record",
+                    n->name, store, (unsigned)stored, pl->desc->build_id,
+                    (unsigned)pt->state_version);
+        }
+    }
+    return 0;
 }

@@ -78,10 +78,17 @@ struct ks_ctx {
     ks_schedule schedules[2]; /* by ks_time_kind */
     ks_node_build build;      /* what init/process/punctuate/close call */
     int heap;                 /* made by ks_task_prepare_node: free() it */
-    /* hot deploy with a new state_version: migrate(from) must commit with
-     * the first batch this instance runs in (ks_task_run_migrations) */
+    /* The node's stores are in state format `migrate_from`, older than
+     * the build's state_version: migrate(from) and the version bump must
+     * commit with the first batch this instance runs in, before any of
+     * its records (ks_task_run_migrations). Set at task open
+     * (ks_task_check_versions) and at a hot swap. */
     int migrate_pending;
-    int migrated_in_batch;
+    /* The stores have no version yet (new, or written before versions
+     * were kept): record the build's, in the first batch. */
+    int stamp_pending;
+    int migrated_in_batch; /* the pending work is in the open batch */
+    int migrating;         /* inside migrate(): the mid-migrate crash point */
     uint32_t migrate_from;
     struct ks_json_writer *json; /* json_writer's buffer, made on first use */
 };
@@ -179,9 +186,44 @@ void ks_task_discard_prepared(ks_task *task);
 /* The running instance of node `index` (NULL for sources and sinks). */
 const struct ks_ctx *ks_task_live(const ks_task *task, int index);
 
-/* Run pending migrations of this task's instances inside the open batch.
- * Called by ks_task_process and the punctuations before any processor. */
+/* Run pending migrations of this task's instances inside the open batch:
+ * migrate(), then the new state version of each of the node's stores in
+ * its LMDB __meta and as a version record in its changelog, all in the
+ * batch's transactions. Called by ks_task_process and the punctuations
+ * before any processor. KS_OK, or the worst verdict of a migrate() (or
+ * KS_RETRY when a store write failed): the batch must then abort, and the
+ * migration runs again in the replay. */
 ks_verdict ks_task_run_migrations(ks_task *task);
+
+/*
+ * At task open, once the stores are restored: compare each processor
+ * node's stored state version (ks_store_version_get of its stores) with
+ * its build's state_version. Older: a migration is pending (the build
+ * must offer migrate()); none stored: the version is recorded in the
+ * first batch; newer: refused, no downgrade. 0, or -1 with err naming the
+ * task, node, store, versions and the build (nothing pending then; the
+ * owner must not run the task).
+ */
+int ks_task_check_versions(ks_task *task, char *err, size_t errlen);
+
+/* Non-zero when an instance of the task still owes a migration or a
+ * version record that is not in the open batch. */
+int ks_task_migration_pending(const ks_task *task);
+
+/* Non-zero when a migrate() ran in the open batch (for the crash points
+ * around its commit). */
+int ks_task_migrated_in_batch(const ks_task *task);
+
+/* The changelog record that carries a store's state version. Its key is
+ * KS_VERSION_KEY_LEN bytes, longer than any store key (1..500), so it is
+ * never a plugin's key and compaction keeps the latest one; its value is
+ * the version, 4 bytes big-endian. The restore applies it to the store's
+ * __meta instead of the data. */
+#define KS_VERSION_KEY_LEN 501
+/* The key (KS_VERSION_KEY_LEN bytes, static). */
+ks_bytes ks_task_version_key(void);
+/* 1 when `key` is the version record's key. */
+int ks_task_is_version_key(ks_bytes key);
 
 /* Store batch control, for the owner's commit sequence. */
 int ks_task_begin(ks_task *task);
@@ -195,7 +237,9 @@ int ks_task_commit_stores(ks_task *task);
 void ks_task_abort_stores(ks_task *task);
 
 /* Apply one changelog record during restore (value NULL: delete) and
- * remember `offset`; ks_task_commit_restore() writes checkpoints. */
+ * remember `offset`; a version record (ks_task_is_version_key) sets the
+ * store's state version instead (KS_ERR_IO when its value is not 4
+ * bytes). ks_task_commit_stores() then writes checkpoints. */
 int ks_task_restore_put(ks_task *task, int store, ks_bytes key,
                         const ks_bytes *value, int64_t offset);
 

@@ -562,6 +562,12 @@ static int driver_open(ks_pipeline *p, const ks_driver_options *opt, ks_driver *
             goto fail;
         }
         ks_task *task = drv->tasks[part];
+        /* a state_dir kept from an earlier run may hold an older format:
+         * the migration runs in the first batch, as in the engine */
+        if (ks_task_check_versions(task, err, errlen) != 0) {
+            rc = KS_ERR_STATE;
+            goto fail;
+        }
         task->wallclock = drv->wallclock;
         /* changelog offsets go on from the committed checkpoints */
         for (size_t s = 0; s < nstores; s++) {

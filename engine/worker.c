@@ -535,6 +535,13 @@ static int open_task(ks_worker *w, int32_t partition)
             ks_task_destroy(task);
             return -1;
         }
+    /* the restored stores say which state format they are in: a pending
+     * migration runs in the task's first batch, a newer one is refused */
+    if (ks_task_check_versions(task, err, sizeof err) != 0) {
+        ks_task_destroy(task);
+        fail(w, "%s", err);
+        return -1;
+    }
     w->tasks[partition] = task;
     w->published_in[partition] = w->published_out[partition] = 0;
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
@@ -775,6 +782,18 @@ static const char *store_full(ks_task *task, char *buf, size_t len)
     return buf;
 }
 
+/* The crash point between the Kafka and the LMDB commit of a batch that
+ * holds a migration (its changelog has the migrated data and the version
+ * record; the stores do not yet). */
+static void migration_committed_to_kafka(ks_worker *w)
+{
+    for (int32_t p = 0; p < w->partitions; p++)
+        if (w->tasks[p] && ks_task_migrated_in_batch(w->tasks[p])) {
+            ks_fault_point(KS_FAULT_MIGRATE_KAFKA_COMMITTED);
+            return;
+        }
+}
+
 static int commit_eos(ks_worker *w)
 {
     ks_fault_point(KS_FAULT_BEFORE_FLUSH);
@@ -808,6 +827,7 @@ static int commit_eos(ks_worker *w)
     if (e)
         return -1;
     ks_fault_point(KS_FAULT_AFTER_COMMIT);
+    migration_committed_to_kafka(w);
     if (commit_stores(w) != 0)
         return -1;
     ks_fault_point(KS_FAULT_AFTER_STORES);
@@ -1119,6 +1139,38 @@ static void punctuate_all(ks_worker *w)
     }
 }
 
+/* Tasks that owe a migration (opened on stores of an older state version,
+ * or swapped to a build of a newer one) or a first version record run it
+ * at once in a batch of its own, not at their first record: an idle
+ * partition's stores are converted too. At a boundary only. */
+static void run_pending_migrations(ks_worker *w)
+{
+    for (int32_t p = 0; p < w->partitions; p++) {
+        ks_task *task = w->tasks[p];
+        if (!task || !ks_task_migration_pending(task))
+            continue;
+        if (begin_batch(w) != 0)
+            return;
+        w->rejected[0] = '\0';
+        task->verdict = KS_OK;
+        ks_verdict v = ks_task_run_migrations(task);
+        if (v == KS_OK)
+            continue;
+        char full[600], why[700];
+        if (store_full(task, full, sizeof full)) {
+            abort_batch(w, "store map full");
+            fail(w, "migration of task %d failed: %s", (int)p, full);
+            return;
+        }
+        snprintf(why, sizeof why, "the migration of task %d %s", (int)p,
+                 v == KS_FATAL ? "failed" : "asked to retry");
+        abort_batch(w, why);
+        if (v == KS_FATAL)
+            fail(w, "%s (see the processor's log above)", why);
+        return;
+    }
+}
+
 /* Add what task p counted since the last publish to the metrics. */
 static void publish_task_counts(ks_worker *w, int32_t p)
 {
@@ -1278,8 +1330,10 @@ static void *worker_main(void *arg)
         }
         purge_repartitions(w, now);
         /* hot deploy: builds change only here, between batches */
-        if (!w->in_batch)
+        if (!w->in_batch) {
             ks_reload_at_boundary(w->eng->reload, w->id, w->tasks, w->partitions);
+            run_pending_migrations(w);
+        }
     }
     /* clean stop: commit what was processed (a failed engine aborts) */
     if (w->eng->exit_code == 0)

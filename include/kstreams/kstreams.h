@@ -285,8 +285,10 @@ typedef struct ks_processor_type {
     uint32_t flags; /* KS_PROC_*                                   */
     const ks_config_field *config;
     size_t config_count;
-    /* Version of the state format this type writes in its stores. A new
-     * build with another version must bring `migrate` (hot deploy). */
+    /* Version of the state format this type writes in its stores. The
+     * engine keeps each store's version with the store (and its
+     * changelog): a build with a newer version must bring `migrate`, a
+     * build with an older one is refused (no downgrade). */
     uint32_t state_version;
 
     /* Create an instance for one task. Read config, look up stores and
@@ -307,9 +309,13 @@ typedef struct ks_processor_type {
      * calls it once per successful init. May be NULL. */
     void (*close)(ks_ctx *ctx, void *state);
 
-    /* Migrate this instance's stores from state format `from_version` to
-     * `state_version`. Runs inside the task's transaction before the new
-     * build processes records. NULL: no migration offered. */
+    /* Migrate this instance's stores from state format `from_version` (the
+     * version the stores hold) to `state_version`. Runs when a task opens
+     * on older stores (start, rebalance, restore, hot swap), in the task's
+     * first batch before any record, in one transaction with the version
+     * bump: rolled back with the batch and run again, committed exactly
+     * once. KS_RETRY aborts the batch, KS_FATAL stops the engine. NULL: no
+     * migration offered. */
     ks_verdict (*migrate)(ks_ctx *ctx, uint32_t from_version);
 } ks_processor_type;
 

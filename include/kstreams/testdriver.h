@@ -133,7 +133,12 @@ typedef struct ks_driver_event {
  * success returns 0 and *out owns the driver (free with ks_driver_close).
  * On failure returns a negative ks_err, *out is NULL, and err (errlen bytes,
  * NUL-terminated; may be NULL) says why: "FILE:LINE:COL: ..." for YAML
- * errors, "PATH: ..." for plugins, "task-P: init of node ..." for inits.
+ * errors, "PATH: ..." for plugins, "task-P: init of node ..." for inits,
+ * KS_ERR_STATE with "task-P: node ...: store ... holds state version ..."
+ * when a kept state_dir holds a newer state version than the build, or an
+ * older one and the build has no migrate(). An older version with
+ * migrate() migrates in the first batch, as in the engine (a state_dir
+ * written by the previous build tests a migration).
  * The pipeline's `kafka:` section is validated but never used.
  */
 int ks_driver_open(const char *path, const ks_driver_options *opt, ks_driver **out,

@@ -351,6 +351,45 @@ static void test_state_dir_persists(void)
     nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A kept state_dir tests a migration: the state version is kept there as
+ * in the engine; a new build migrates it once, an older one is refused. */
+static void test_state_dir_migrates(void)
+{
+    char tmp[] = "/tmp/ks-driver-test-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
+    static const char *const builds[] = {"reload_v1", "reload_fmt2", "reload_fmt2",
+                                         "reload_v1"};
+    static const char *const want[] = {"v1 1 x", "v2 2 x", "v2 3 x", NULL};
+    for (int i = 0; i < 4; i++) {
+        char yaml[1024], err[1024] = "";
+        snprintf(yaml, sizeof yaml,
+                 "application: driver-migrate\n"
+                 "kafka: { bootstrap: [127.0.0.1:9092] }\n"
+                 "plugins: [\"%s/tests/plugins/.libs/%s.so\"]\n"
+                 "sources:\n  in: { topic: in, key: string, value: string }\n"
+                 "nodes:\n  - { name: tag, type: reload.tag, from: in, store: counts }\n"
+                 "sinks:\n  - { name: out, from: tag, topic: out, key: string, value: string }\n",
+                 KS_TEST_BUILDDIR, builds[i]);
+        ks_driver_options opt = {.state_dir = tmp};
+        ks_driver *drv = NULL;
+        int rc = ks_driver_open_text("m.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err);
+        if (!want[i]) { /* v1 over version 2 */
+            CU_ASSERT_EQUAL(rc, KS_ERR_STATE);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, "does not downgrade"));
+            CU_ASSERT_PTR_NULL(drv);
+            break;
+        }
+        CU_ASSERT_EQUAL_FATAL(rc, 0);
+        CU_ASSERT_EQUAL(pipe_s(drv, "in", "a", "x", 1), 0);
+        ks_driver_record r;
+        CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+        CU_ASSERT_EQUAL(r.value_len, strlen(want[i]));
+        CU_ASSERT_EQUAL(memcmp(r.value, want[i], strlen(want[i])), 0);
+        ks_driver_close(drv);
+    }
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static void test_open_errors(void)
 {
     ks_driver *drv = NULL;
@@ -646,6 +685,7 @@ void ks_test_register_driver(void)
     CU_add_test(s, "sink serde mismatch aborts the batch", test_sink_serde);
     CU_add_test(s, "manual commit; fatal aborts the batch", test_manual_commit_abort);
     CU_add_test(s, "a given state_dir persists", test_state_dir_persists);
+    CU_add_test(s, "a kept state_dir migrates once, no downgrade", test_state_dir_migrates);
     CU_add_test(s, "open errors name file and plugin", test_open_errors);
     CU_add_test(s, "wall-clock punctuations fire when due", test_wallclock);
     CU_add_test(s, "outbox events: ids as the engine's, in order", test_outbox_events);

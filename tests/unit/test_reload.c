@@ -51,6 +51,51 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return remove(path);
 }
 
+static int version_records, last_version = -1;
+
+static int changelog_versions(void *arg, ks_task *t, int store, ks_bytes key,
+                              const ks_bytes *value)
+{
+    (void)arg, (void)t, (void)store;
+    if (ks_task_is_version_key(key) && value && value->len == 4) {
+        const unsigned char *b = value->data;
+        version_records++;
+        last_version = b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3];
+    }
+    return 0;
+}
+
+/* Topology on `build` and task 0 on the state under tmp (kept from an
+ * earlier open_on), then ks_task_check_versions: its return. */
+static int open_on(const char *build, char *err, size_t errlen)
+{
+    char yaml[2048];
+    int n = snprintf(yaml, sizeof yaml,
+                     "application: reload-test\n"
+                     "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+                     "state_dir: \"%s/state\"\n"
+                     "plugins: [\"%s\"]\n"
+                     "sources:\n  in: { topic: in, key: string, value: string }\n"
+                     "nodes:\n  - { name: tag, type: reload.tag, from: in, store: counts }\n"
+                     "sinks:\n  - { from: tag, topic: out, key: string, value: string }\n",
+                     tmp, build);
+    ks_pipeline *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(ks_pipeline_parse("reload.yaml", yaml, (size_t)n, &p, err, errlen), 0);
+    CU_ASSERT_EQUAL_FATAL(ks_topology_build(p, ks_host_api_table(), copies, &topo, err, errlen),
+                          0);
+    ks_task_io io = {.emit = emit, .changelog = changelog_versions};
+    CU_ASSERT_EQUAL_FATAL(ks_task_create(topo, 0, &io, &task, err, errlen), 0);
+    return ks_task_check_versions(task, err, errlen);
+}
+
+static void close_task_only(void)
+{
+    ks_task_destroy(task);
+    ks_topology_free(topo);
+    task = NULL;
+    topo = NULL;
+}
+
 static void start(void)
 {
     snprintf(tmp, sizeof tmp, "/tmp/ks-reload-test-XXXXXX");
@@ -215,6 +260,140 @@ static void test_migration_commits_with_the_batch(void)
     stop();
 }
 
+static int stored_version(void)
+{
+    const struct ks_ctx *live = ks_task_live(task, tag_node()->index);
+    uint32_t v = 0;
+    int rc = ks_store_version_get(live->stores[0].db, &v);
+    ks_store_read_end(task->env);
+    return rc == 0 ? (int)v : rc;
+}
+
+/* "m=N" of reload_fmt2's __migrations, 0 when absent. */
+static int fmt2_migrations(void)
+{
+    const struct ks_ctx *live = ks_task_live(task, tag_node()->index);
+    ks_bytes v;
+    int n = 0;
+    char txt[32] = "";
+    if (ks_store_get(live->stores[0].db, (ks_bytes){"__migrations", 12}, &v) == 0 &&
+        v.len < sizeof txt)
+        memcpy(txt, v.data, v.len);
+    ks_store_read_end(task->env);
+    return sscanf(txt, "m=%d", &n) == 1 ? n : 0;
+}
+
+/* The version is kept in the store and checked at every open: stamped by
+ * the first build, migrated once (in one batch with the bump, again after
+ * an abort), never downgraded, never migrated without migrate(). */
+static void test_versions_kept_with_the_state(void)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/ks-reload-test-XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
+    snprintf(copies, sizeof copies, "%s/copies", tmp);
+    char err[1024] = "";
+    version_records = 0;
+    CU_ASSERT_EQUAL(open_on(BUILD("reload_v1"), err, sizeof err), 0);
+    CU_ASSERT_EQUAL(stored_version(), KS_ERR_NOT_FOUND); /* a new store */
+    feed("a");
+    CU_ASSERT_STRING_EQUAL(last_out, "v1 1 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(stored_version(), 1); /* stamped with the first batch */
+    CU_ASSERT_EQUAL(version_records, 1);  /* and in the changelog */
+    CU_ASSERT_EQUAL(last_version, 1);
+    feed("a");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(version_records, 1); /* once */
+    close_task_only();
+
+    /* a build of version 2 without migrate() cannot open a version-1 store */
+    CU_ASSERT_EQUAL(open_on(BUILD("reload_state2"), err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "store 'counts' holds state version 1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "has no migrate()"));
+    close_task_only();
+
+    /* cold upgrade: fmt2 migrates in its first batch, with the bump */
+    CU_ASSERT_EQUAL(open_on(BUILD("reload_fmt2"), err, sizeof err), 0);
+    CU_ASSERT_EQUAL(stored_version(), 1);
+    CU_ASSERT_EQUAL(feed("a"), KS_OK);
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 3 x"); /* read the converted "c=2" */
+    ks_task_abort_stores(task);                 /* rolled back: all of it */
+    CU_ASSERT_EQUAL(stored_version(), 1);
+    CU_ASSERT_EQUAL(fmt2_migrations(), 0);
+    CU_ASSERT_EQUAL(feed("a"), KS_OK); /* the replay migrates again */
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 3 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(stored_version(), 2);
+    CU_ASSERT_EQUAL(fmt2_migrations(), 1);
+    CU_ASSERT_EQUAL(last_version, 2);
+    close_task_only();
+
+    /* the next open finds version 2: no migration */
+    CU_ASSERT_EQUAL(open_on(BUILD("reload_fmt2"), err, sizeof err), 0);
+    CU_ASSERT_EQUAL(feed("a"), KS_OK);
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 4 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(fmt2_migrations(), 1);
+    close_task_only();
+
+    /* no downgrade */
+    err[0] = '\0';
+    CU_ASSERT_EQUAL(open_on(BUILD("reload_v1"), err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "store 'counts' holds state version 2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "does not downgrade"));
+    close_task_only();
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The restore applies a version record to __meta, never to the data. */
+static void test_restore_applies_version_records(void)
+{
+    start();
+    ks_bytes two = {"\0\0\0\2", 4}, bad = {"\2", 1};
+    CU_ASSERT_EQUAL(ks_task_restore_put(task, 0, (ks_bytes){"a", 1}, &two, 0), 0);
+    CU_ASSERT_EQUAL(ks_task_restore_put(task, 0, ks_task_version_key(), &two, 1), 0);
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(stored_version(), 2);
+    uint64_t n = 0;
+    CU_ASSERT_EQUAL(ks_store_count(task->dbs[0], &n), 0);
+    CU_ASSERT_EQUAL(n, 1); /* only "a" */
+    CU_ASSERT_EQUAL(ks_task_restore_put(task, 0, ks_task_version_key(), &bad, 2), KS_ERR_IO);
+    ks_task_abort_stores(task);
+    CU_ASSERT_EQUAL(stored_version(), 2);
+    /* a 500-byte store key is a store key, not the version record */
+    char k500[KS_VERSION_KEY_LEN - 1];
+    memcpy(k500, ks_task_version_key().data, sizeof k500);
+    CU_ASSERT_FALSE(ks_task_is_version_key((ks_bytes){k500, sizeof k500}));
+    stop();
+}
+
+/* A swap of a build whose stores still owe a migration: the new build
+ * migrates from the format the stores are in, not from the old build's. */
+static void test_swap_keeps_the_owed_migration(void)
+{
+    snprintf(tmp, sizeof tmp, "/tmp/ks-reload-test-XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
+    snprintf(copies, sizeof copies, "%s/copies", tmp);
+    char err[1024] = "";
+    CU_ASSERT_EQUAL(open_on(BUILD("reload_v1"), err, sizeof err), 0);
+    feed("d");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    ks_plugin *pl = NULL;
+    ks_topo_fn *fns = NULL;
+    CU_ASSERT_EQUAL(prepare(BUILD("reload_fmt2"), &pl, &fns, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_task_swap_node(task, tag_node()->index), 1);
+    CU_ASSERT_EQUAL(feed("d"), KS_OK);
+    CU_ASSERT_STRING_EQUAL(last_out, "v2 2 x");
+    CU_ASSERT_EQUAL(ks_task_commit_stores(task), 0);
+    CU_ASSERT_EQUAL(stored_version(), 2);
+    CU_ASSERT_EQUAL(fmt2_migrations(), 1);
+    ks_task_destroy(task);
+    task = NULL;
+    ks_plugin_close(pl);
+    free(fns);
+    stop();
+}
+
 /* `kstreams status` after kill -9: status.json is still there, the pid in
  * kstreams.pid is gone. Before the fix it printed the dead engine's status
  * and returned 0. */
@@ -292,4 +471,9 @@ void ks_test_register_reload(void)
     CU_add_test(s, "missing type and failing init are refused", test_refused_builds);
     CU_add_test(s, "migration commits and aborts with its batch", test_migration_commits_with_the_batch);
     CU_add_test(s, "status of a killed engine: not running, exit 2", test_status_of_a_dead_engine);
+    CU_add_test(s, "state version kept in the store: stamp, migrate once, no downgrade",
+                test_versions_kept_with_the_state);
+    CU_add_test(s, "restore applies version records to __meta", test_restore_applies_version_records);
+    CU_add_test(s, "a swap migrates from the format the stores are in",
+                test_swap_keeps_the_owed_migration);
 }

@@ -232,6 +232,50 @@ static void test_checkpoint(void)
     fx_done(&fx);
 }
 
+/* State versions: in __meta, per store, with the batch; kept across a
+ * reopen; never an entry of the store. */
+static void test_state_version(void)
+{
+    fixture fx;
+    fx_init(&fx);
+    ks_store_env *env = open_env(fx.dir, MiB);
+    ks_store_db *a = open_db(env, "a");
+    ks_store_db *b = open_db(env, "b");
+    uint32_t v = 7;
+    CU_ASSERT_EQUAL(ks_store_version_get(a, &v), KS_ERR_NOT_FOUND);
+    CU_ASSERT_EQUAL(v, 7);
+    CU_ASSERT_EQUAL(ks_store_version_set(a, 1), KS_ERR_STATE); /* no txn */
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(ks_store_put(a, (ks_bytes){"k", 1}, (ks_bytes){"old", 3}), 0);
+    CU_ASSERT_EQUAL(ks_store_version_set(a, 1), 0);
+    CU_ASSERT_EQUAL(ks_store_commit(env), 0);
+    CU_ASSERT_EQUAL(ks_store_version_get(a, &v), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(ks_store_version_get(b, &v), KS_ERR_NOT_FOUND);
+
+    /* data and version abort together */
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(ks_store_put(a, (ks_bytes){"k", 1}, (ks_bytes){"new", 3}), 0);
+    CU_ASSERT_EQUAL(ks_store_version_set(a, 0xfffffffeu), 0);
+    CU_ASSERT_EQUAL(ks_store_version_get(a, &v), 0); /* the batch sees its own */
+    CU_ASSERT_EQUAL(v, 0xfffffffeu);
+    ks_store_abort(env);
+    ks_bytes val;
+    CU_ASSERT_EQUAL(ks_store_get(a, (ks_bytes){"k", 1}, &val), 0);
+    CU_ASSERT_EQUAL(memcmp(val.data, "old", 3), 0);
+    CU_ASSERT_EQUAL(ks_store_version_get(a, &v), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    CU_ASSERT_EQUAL(count_of(a), 1);
+    ks_store_env_close(env);
+
+    env = open_env(fx.dir, MiB);
+    a = open_db(env, "a");
+    CU_ASSERT_EQUAL(ks_store_version_get(a, &v), 0);
+    CU_ASSERT_EQUAL(v, 1);
+    ks_store_env_close(env);
+    fx_done(&fx);
+}
+
 /* Range: collect keys into a buffer as "len:bytes" records. */
 typedef struct collect {
     ks_bytes keys[32];
@@ -826,6 +870,7 @@ void ks_test_register_store(void)
     CU_add_test(s, "abort undoes data and checkpoint",
                 test_abort_undoes_data_and_checkpoint);
     CU_add_test(s, "checkpoint get/set", test_checkpoint);
+    CU_add_test(s, "state version get/set, with the batch", test_state_version);
     CU_add_test(s, "range scans", test_range);
     CU_add_test(s, "key limits", test_key_limits);
     CU_add_test(s, "max_stores", test_max_stores);
