@@ -47,7 +47,7 @@ scripts/setup.sh || exit 1
 note "build (warnings are errors)"
 ./autogen.sh >/dev/null 2>&1 || { echo "autogen failed"; exit 1; }
 mkdir -p build "$LOGDIR"
-( cd build && ../configure --enable-werror -q && make -j2 -s ) >"$LOGDIR/build.log" 2>&1 \
+( cd build && ../configure --enable-werror --with-postgres -q && make -j2 -s ) >"$LOGDIR/build.log" 2>&1 \
   || { tail -50 "$LOGDIR/build.log"; echo "0 passed, 1 failed"; exit 1; }
 
 note "unit tests"
