@@ -94,13 +94,16 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 static void build_sql(ks_pg_dispatcher *d)
 {
     const char *t = d->cfg->table;
+    /* the pick is a CTE: evaluated once, so the LIMIT holds (an IN
+     * subquery may be rescanned, and each SKIP LOCKED rescan finds more) */
     snprintf(d->sql_claim, sizeof d->sql_claim,
-             "WITH c AS (UPDATE %s SET status = 'DISPATCHING', attempts = attempts + 1, "
-             "claimed_at = now(), kafka_partition = NULL, probe_from = NULL "
-             "WHERE status = 'PENDING' AND id IN (SELECT id FROM %s WHERE status = "
-             "'PENDING' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) "
-             "RETURNING id, event_id, aggregate, coalesce(topic, $2) AS topic, key, payload, "
-             "headers::text AS headers, attempts) "
+             "WITH pick AS MATERIALIZED (SELECT id FROM %s WHERE status = 'PENDING' "
+             "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), "
+             "c AS (UPDATE %s AS o SET status = 'DISPATCHING', attempts = o.attempts + 1, "
+             "claimed_at = now(), kafka_partition = NULL, probe_from = NULL FROM pick "
+             "WHERE o.id = pick.id AND o.status = 'PENDING' "
+             "RETURNING o.id, o.event_id, o.aggregate, coalesce(o.topic, $2) AS topic, o.key, "
+             "o.payload, o.headers::text AS headers, o.attempts) "
              "SELECT event_id, aggregate, topic, key, payload, headers, attempts FROM c "
              "ORDER BY id", /* the order of the inserts, per aggregate too */
              t, t);
@@ -332,9 +335,12 @@ static void resolve_stale(ks_pg_dispatcher *d)
             continue;
         if (PQgetisnull(r, i, 2) || PQgetisnull(r, i, 3)) {
             /* claimed, but no partition was recorded: nothing was produced */
-            requeue(d, PQgetvalue(r, i, 0), atoi(PQgetvalue(r, i, 4)),
-                    "stale dispatch: claimed but never produced", 0);
-            d->probe_absent++;
+            if (requeue(d, PQgetvalue(r, i, 0), atoi(PQgetvalue(r, i, 4)),
+                        "stale dispatch: claimed but never produced", 0) > 0) {
+                ks_info(WHERE, "stale dispatch: event %s was claimed but never produced "
+                               "-> PENDING", PQgetvalue(r, i, 0));
+                d->probe_absent++;
+            }
             continue;
         }
         int g = 0;
