@@ -48,6 +48,7 @@ struct ks_pg_dispatcher {
     pthread_t thread;
     volatile int stop;
     int pg_warned, kafka_warned;
+    long connects; /* successful connections so far */
     long published, failed, requeued, probe_found, probe_absent;
     int64_t next_stale_ms;
     ks_metrics *metrics;
@@ -162,7 +163,7 @@ static int pg_connect(ks_pg_dispatcher *d)
         d->pg_warned = 1;
         return -1;
     }
-    ks_info(WHERE, "%s PostgreSQL %s/%s, table %s", d->pg_warned ? "reconnected to" :
+    ks_info(WHERE, "%s PostgreSQL %s/%s, table %s", d->connects++ ? "reconnected to" :
             "connected to", PQhost(d->conn), PQdb(d->conn), d->cfg->table);
     d->pg_warned = 0;
     return 0;
@@ -409,7 +410,8 @@ static int claim(ks_pg_dispatcher *d, row **out, int *nout)
 }
 
 /* Choose partitions and write them with their probe_from to the rows
- * before anything is produced. 0, or -1 (nothing produced). */
+ * before anything is produced. 0; -1 Kafka did not answer, -2 PostgreSQL
+ * did not (nothing was produced either way). */
 static int plan(ks_pg_dispatcher *d, row *rows, int n)
 {
     char err[512];
@@ -452,7 +454,7 @@ static int plan(ks_pg_dispatcher *d, row *rows, int n)
             strcpy(atts + la, "}");
         const char *v[] = {ids, parts, froms, atts};
         PGresult *r = pg_exec(d, d->sql_plan, 4, v, PGRES_COMMAND_OK);
-        rc = r ? 0 : -1;
+        rc = r ? 0 : -2;
         PQclear(r);
     }
     free(ids), free(parts), free(froms), free(atts);
@@ -495,7 +497,11 @@ static void failed_row(ks_pg_dispatcher *d, row *w, rd_kafka_resp_err_t e)
 
 static void dispatch(ks_pg_dispatcher *d, row *rows, int n)
 {
-    if (plan(d, rows, n) != 0) {
+    int planned = plan(d, rows, n);
+    if (planned == -2) /* the rows stay DISPATCHING without a partition: the
+                        * stale pass requeues them as never produced */
+        return;
+    if (planned != 0) {
         for (int i = 0; i < n; i++) /* nothing was produced: the attempt is given back */
             requeue(d, rows[i].event_id, rows[i].attempts, "Kafka unreachable", 1);
         d->kafka_warned = 1;
@@ -562,10 +568,11 @@ static void publish_metrics(ks_pg_dispatcher *d)
     d->metrics_ms = now_ms();
     PGresult *r = pg_exec(d, d->sql_counts, 0, NULL, PGRES_TUPLES_OK);
     char labels[512];
-    double backlog = 0;
+    double backlog = 0, total = 0;
     for (int i = 0; r && i < PQntuples(r); i++) {
         const char *st = PQgetvalue(r, i, 0);
         double c = strtod(PQgetvalue(r, i, 1), NULL);
+        total += c;
         snprintf(labels, sizeof labels, "outbox=\"%s\",status=\"%s\"", d->cfg->name, st);
         ks_metrics_set(d->metrics, "kstreams_outbox_status_rows", labels, c);
         if (!strcmp(st, "PENDING") || !strcmp(st, "PREQUEUED") || !strcmp(st, "DISPATCHING"))
@@ -574,6 +581,7 @@ static void publish_metrics(ks_pg_dispatcher *d)
     PQclear(r);
     snprintf(labels, sizeof labels, "outbox=\"%s\"", d->cfg->name);
     ks_metrics_set(d->metrics, "kstreams_outbox_backlog", labels, backlog);
+    ks_metrics_set(d->metrics, "kstreams_outbox_rows", labels, total);
     const char *decision[] = {"found", "absent"};
     long count[] = {d->probe_found, d->probe_absent};
     for (int i = 0; i < 2; i++) {

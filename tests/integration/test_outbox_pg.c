@@ -17,6 +17,10 @@
  *      in the log add up to the rows left DISPATCHING
  *   4. two kstreams processes dispatching from one table: 0 duplicates,
  *      0 lost, both published some
+ *   5. PostgreSQL restarted during dispatch (scripts/postgres.sh restart):
+ *      kstreams reconnects, 0 lost, 0 published twice
+ *   6. Kafka stopped while the application keeps inserting: the rows wait
+ *      PENDING, then all are published once when Kafka is back
  */
 #include <CUnit/CUnit.h>
 #include <libpq-fe.h>
@@ -437,6 +441,81 @@ static void test_two_processes(void)
     check_exactly_once(topic, 4000, NULL);
 }
 
+/* --- 5. PostgreSQL restarted during dispatch ------------------------------ */
+
+static int script(const char *name, const char *env, const char *verb)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s/../scripts/%s %s >/dev/null 2>&1", env, KS_TEST_SRCDIR,
+             name, verb);
+    return system(cmd);
+}
+
+static void test_pg_restart(void)
+{
+    if (getenv("KS_PG_DSN")) {
+        printf("\n  skipped: KS_PG_DSN names a PostgreSQL this test does not restart");
+        return;
+    }
+    CU_ASSERT_FATAL(fresh_schema() == 0);
+    char topic[128], env[64];
+    it_unique(topic, sizeof topic, "pg-restart");
+    CU_ASSERT_FATAL(make_topic(topic, 4) == 0);
+    eng e = {0};
+    eng_init(&e, "restart", topic, ", linger.ms: 200");
+    insert_events(3000, 100, "restart");
+    pid_t pid = eng_start(&e, "r", NULL);
+    for (int i = 0; i < 3000 && q_long("SELECT count(*) FROM ks_outbox WHERE status = "
+                                       "'PUBLISHED'") <= 0;
+         i++)
+        it_sleep_ms(10);
+    const char *port = getenv("PG_PORT");
+    snprintf(env, sizeof env, "PG_PORT=%s", port && *port ? port : "55432");
+    CU_ASSERT_EQUAL(script("postgres.sh", env, "restart"), 0);
+    PQreset(db);
+    CU_ASSERT_FATAL(PQstatus(db) == CONNECTION_OK);
+    PQclear(PQexec(db, "SET client_min_messages = warning"));
+    insert_events(1000, 100, "after");
+    CU_ASSERT(wait_settled(120000));
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    printf("\n  reconnects: %d", it_log_count(e.log, "reconnected to PostgreSQL"));
+    CU_ASSERT(it_log_count(e.log, "reconnected to PostgreSQL") >= 1);
+    check_exactly_once(topic, 4000, NULL);
+}
+
+/* --- 6. Kafka stopped while the application inserts ----------------------- */
+
+static void test_kafka_down(void)
+{
+    CU_ASSERT_FATAL(fresh_schema() == 0);
+    char topic[128], env[64];
+    it_unique(topic, sizeof topic, "pg-kdown");
+    CU_ASSERT_FATAL(make_topic(topic, 4) == 0);
+    eng e = {0};
+    eng_init(&e, "kdown", topic, NULL);
+    pid_t pid = eng_start(&e, "d", NULL);
+    insert_events(500, 50, "before");
+    CU_ASSERT(wait_settled(60000));
+    const char *c = strrchr(it_bootstrap(), ':');
+    snprintf(env, sizeof env, "KAFKA_PORT=%s", c ? c + 1 : "9092");
+    CU_ASSERT_EQUAL_FATAL(script("kafka.sh", env, "stop-keep"), 0);
+    for (int k = 0; k < 10; k++) {
+        insert_events(100, 50, "during");
+        it_sleep_ms(300);
+    }
+    it_sleep_ms(3000);
+    long waiting = q_long("SELECT count(*) FROM ks_outbox WHERE status IN ('PENDING', "
+                          "'DISPATCHING')");
+    printf("\n  Kafka down: %ld of 1000 rows waiting", waiting);
+    CU_ASSERT(waiting >= 900); /* a batch may have been claimed as Kafka went */
+    CU_ASSERT_EQUAL_FATAL(script("kafka.sh", env, "start"), 0);
+    CU_ASSERT(wait_settled(120000));
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    CU_ASSERT(it_log_count(e.log, "Kafka unreachable") >= 1);
+    CU_ASSERT_EQUAL(q_long("SELECT count(*) FROM ks_outbox WHERE status <> 'PUBLISHED'"), 0);
+    check_exactly_once(topic, 1500, NULL);
+}
+
 int main(void)
 {
     it_tempdir(dir, sizeof dir);
@@ -453,6 +532,8 @@ int main(void)
                                     {"illegal transitions refused", test_illegal_transition},
                                     {"kill -9 mid-dispatch", test_kill9},
                                     {"two processes, one table", test_two_processes},
+                                    {"PostgreSQL restarted during dispatch", test_pg_restart},
+                                    {"Kafka stopped while inserting", test_kafka_down},
                                     {NULL, NULL}};
     int rc = it_main("outbox_pg", cases);
     PQfinish(db);
