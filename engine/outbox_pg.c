@@ -20,6 +20,7 @@
  */
 #include "outbox_pg.h"
 
+#include <ctype.h>
 #include <jansson.h>
 #include <libpq-fe.h>
 #include <poll.h>
@@ -33,6 +34,7 @@
 #include "kafka.h"
 #include "kafka_probe.h"
 #include "log.h"
+#include "outbox_pg_sql.h"
 
 #define BATCH_MAX 100
 #define EVENT_ID_HEADER "ks.event_id"
@@ -53,8 +55,7 @@ struct ks_pg_dispatcher {
     int64_t next_stale_ms;
     ks_metrics *metrics;
     int64_t metrics_ms;
-    char sql_claim[768], sql_plan[512], sql_done[384], sql_requeue[384], sql_fail[384],
-        sql_stale[512], sql_pending[160], sql_counts[160];
+    ks_pg_sql sql;
 };
 
 typedef struct row {
@@ -64,6 +65,8 @@ typedef struct row {
     int attempts;
     int32_t partition;
     int64_t probe_from;
+    int bad; /* its event id cannot be a header we can probe for: FAILURE */
+    int count; /* partitions of its topic */
     /* the delivery report */
     volatile int done;
     rd_kafka_resp_err_t err;
@@ -90,52 +93,6 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     r->err = m->err;
     r->offset = m->offset;
     r->done = 1;
-}
-
-static void build_sql(ks_pg_dispatcher *d)
-{
-    const char *t = d->cfg->table;
-    /* the pick is a CTE: evaluated once, so the LIMIT holds (an IN
-     * subquery may be rescanned, and each SKIP LOCKED rescan finds more) */
-    snprintf(d->sql_claim, sizeof d->sql_claim,
-             "WITH pick AS MATERIALIZED (SELECT id FROM %s WHERE status = 'PENDING' "
-             "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), "
-             "c AS (UPDATE %s AS o SET status = 'DISPATCHING', attempts = o.attempts + 1, "
-             "claimed_at = now(), kafka_partition = NULL, probe_from = NULL FROM pick "
-             "WHERE o.id = pick.id AND o.status = 'PENDING' "
-             "RETURNING o.id, o.event_id, o.aggregate, coalesce(o.topic, $2) AS topic, o.key, "
-             "o.payload, o.headers::text AS headers, o.attempts) "
-             "SELECT event_id, aggregate, topic, key, payload, headers, attempts FROM c "
-             "ORDER BY id", /* the order of the inserts, per aggregate too */
-             t, t);
-    snprintf(d->sql_plan, sizeof d->sql_plan,
-             "UPDATE %s AS o SET kafka_partition = v.p, probe_from = v.f FROM "
-             "unnest($1::text[], $2::int[], $3::bigint[], $4::int[]) AS v(e, p, f, a) "
-             "WHERE o.event_id = v.e AND o.status = 'DISPATCHING' AND o.attempts = v.a",
-             t);
-    snprintf(d->sql_done, sizeof d->sql_done,
-             "UPDATE %s SET status = 'PUBLISHED', kafka_partition = $3, kafka_offset = $4, "
-             "last_error = NULL WHERE event_id = $1 AND status = 'DISPATCHING' AND "
-             "attempts = $2",
-             t);
-    /* $4: 1 gives the attempt back (Kafka was never tried) */
-    snprintf(d->sql_requeue, sizeof d->sql_requeue,
-             "UPDATE %s SET status = 'PENDING', last_error = $3, attempts = attempts - $4 "
-             "WHERE event_id = $1 AND status = 'DISPATCHING' AND attempts = $2",
-             t);
-    snprintf(d->sql_fail, sizeof d->sql_fail,
-             "UPDATE %s SET status = 'FAILURE', last_error = $3 WHERE event_id = $1 AND "
-             "status = 'DISPATCHING' AND attempts = $2",
-             t);
-    snprintf(d->sql_stale, sizeof d->sql_stale,
-             "SELECT event_id, coalesce(topic, $2), kafka_partition, probe_from, attempts "
-             "FROM %s WHERE status = 'DISPATCHING' AND claimed_at < now() - $1::interval "
-             "ORDER BY claimed_at LIMIT 10000",
-             t);
-    snprintf(d->sql_pending, sizeof d->sql_pending,
-             "SELECT 1 FROM %s WHERE status = 'PENDING' LIMIT 1", t);
-    snprintf(d->sql_counts, sizeof d->sql_counts,
-             "SELECT status, count(*) FROM %s GROUP BY status", t);
 }
 
 /* --- PostgreSQL ------------------------------------------------------ */
@@ -202,7 +159,7 @@ static int mark_published(ks_pg_dispatcher *d, const char *id, int attempts, int
     snprintf(p, sizeof p, "%d", (int)part);
     snprintf(o, sizeof o, "%lld", (long long)off);
     const char *v[] = {id, a, p, o};
-    int m = pg_move(d, d->sql_done, 4, v);
+    int m = pg_move(d, d->sql.done, 4, v);
     if (m == 0) /* never backward: whoever moved it knew more */
         ks_info(WHERE, "event %s was no longer DISPATCHING attempt %d; left as it is", id,
                 attempts);
@@ -215,7 +172,7 @@ static int requeue(ks_pg_dispatcher *d, const char *id, int attempts, const char
     char a[16];
     snprintf(a, sizeof a, "%d", attempts);
     const char *v[] = {id, a, why, give_back ? "1" : "0"};
-    int m = pg_move(d, d->sql_requeue, 4, v);
+    int m = pg_move(d, d->sql.requeue, 4, v);
     d->requeued += m > 0;
     return m;
 }
@@ -327,7 +284,7 @@ static void resolve_stale(ks_pg_dispatcher *d)
     char iv[48];
     snprintf(iv, sizeof iv, "%lld milliseconds", (long long)d->cfg->stale_after_ms);
     const char *v[] = {iv, d->cfg->topic};
-    PGresult *r = pg_exec(d, d->sql_stale, 2, v, PGRES_TUPLES_OK);
+    PGresult *r = pg_exec(d, d->sql.stale, 2, v, PGRES_TUPLES_OK);
     int n = r ? PQntuples(r) : 0;
     int *idx = n ? calloc((size_t)n, sizeof *idx) : NULL;
     char *done = n ? calloc((size_t)n, 1) : NULL;
@@ -386,7 +343,7 @@ static int claim(ks_pg_dispatcher *d, row **out, int *nout)
     const char *v[] = {lim, d->cfg->topic};
     *out = NULL;
     *nout = 0;
-    PGresult *r = pg_exec(d, d->sql_claim, 2, v, PGRES_TUPLES_OK);
+    PGresult *r = pg_exec(d, d->sql.claim, 2, v, PGRES_TUPLES_OK);
     if (!r)
         return -1;
     int n = PQntuples(r);
@@ -416,26 +373,41 @@ static int plan(ks_pg_dispatcher *d, row *rows, int n)
 {
     char err[512];
     size_t cap = (size_t)n * 90 + 16;
-    char *ids = malloc(cap), *parts = malloc((size_t)n * 12 + 4), *froms = malloc((size_t)n * 22 + 4),
-         *atts = malloc((size_t)n * 12 + 4);
+    char *ids = malloc(cap), *parts = malloc((size_t)n * 12 + 4),
+         *froms = malloc((size_t)n * 22 + 4), *atts = malloc((size_t)n * 12 + 4);
     size_t li = 0, lp = 0, lf = 0, la = 0;
     int rc = ids && parts && froms && atts ? 0 : -1;
     if (rc == 0)
         ids[li++] = parts[lp++] = froms[lf++] = atts[la++] = '{';
     for (int i = 0; rc == 0 && i < n; i++) {
         row *w = &rows[i];
-        int count = ks_kafka_partition_count(d->prod, w->topic, 5000, err, sizeof err);
+        if (w->bad)
+            continue;
+        /* one metadata and one watermark request per topic and partition */
+        const row *same = NULL;
+        for (int j = 0; j < i && !same; j++)
+            if (!rows[j].bad && !strcmp(rows[j].topic, w->topic))
+                same = &rows[j];
+        int count = same ? same->count
+                         : ks_kafka_partition_count(d->prod, w->topic, 5000, err, sizeof err);
         if (count <= 0) {
             ks_warn(WHERE, "topic %s: %s", w->topic, err);
             rc = -1;
             break;
         }
+        w->count = count;
         const void *k = w->key ? (const void *)w->key : w->aggregate;
         size_t kl = w->key ? w->key_len : strlen(w->aggregate);
         w->partition = rd_kafka_msg_partitioner_murmur2(NULL, k, kl, count, NULL, NULL);
-        int64_t lo, hi;
-        rd_kafka_resp_err_t e =
-            rd_kafka_query_watermark_offsets(d->prod, w->topic, w->partition, &lo, &hi, 5000);
+        int64_t lo, hi = -1;
+        for (int j = 0; j < i && hi < 0; j++)
+            if (!rows[j].bad && rows[j].partition == w->partition &&
+                !strcmp(rows[j].topic, w->topic))
+                hi = rows[j].probe_from;
+        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+        if (hi < 0)
+            e = rd_kafka_query_watermark_offsets(d->prod, w->topic, w->partition, &lo, &hi,
+                                                 5000);
         if (e) {
             ks_warn(WHERE, "%s [%d]: watermarks: %s", w->topic, (int)w->partition,
                     rd_kafka_err2str(e));
@@ -443,7 +415,7 @@ static int plan(ks_pg_dispatcher *d, row *rows, int n)
             break;
         }
         w->probe_from = hi;
-        const char *sep = i ? "," : "";
+        const char *sep = li > 1 ? "," : "";
         li += (size_t)snprintf(ids + li, cap - li, "%s\"%s\"", sep, w->event_id);
         lp += (size_t)sprintf(parts + lp, "%s%d", sep, (int)w->partition);
         lf += (size_t)sprintf(froms + lf, "%s%lld", sep, (long long)hi);
@@ -453,7 +425,7 @@ static int plan(ks_pg_dispatcher *d, row *rows, int n)
         strcpy(ids + li, "}"), strcpy(parts + lp, "}"), strcpy(froms + lf, "}"),
             strcpy(atts + la, "}");
         const char *v[] = {ids, parts, froms, atts};
-        PGresult *r = pg_exec(d, d->sql_plan, 4, v, PGRES_COMMAND_OK);
+        PGresult *r = pg_exec(d, d->sql.plan, 4, v, PGRES_COMMAND_OK);
         rc = r ? 0 : -2;
         PQclear(r);
     }
@@ -485,7 +457,7 @@ static void failed_row(ks_pg_dispatcher *d, row *w, rd_kafka_resp_err_t e)
         char a[16];
         snprintf(a, sizeof a, "%d", w->attempts);
         const char *v[] = {w->event_id, a, why};
-        if (pg_move(d, d->sql_fail, 3, v) > 0) {
+        if (pg_move(d, d->sql.fail, 3, v) > 0) {
             d->failed++;
             ks_error(WHERE, "event %s: %s; attempt %d of %d -> FAILURE", w->event_id, why,
                      w->attempts, (int)d->cfg->max_attempts);
@@ -495,21 +467,49 @@ static void failed_row(ks_pg_dispatcher *d, row *w, rd_kafka_resp_err_t e)
     }
 }
 
+/* What the schema's CHECK allows (a table made without it may hold more):
+ * short enough for the probe, and safe inside an array literal. */
+static int event_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > KS_PROBE_ID_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)id[i]) || strchr("._:-", id[i])))
+            return 0;
+    return 1;
+}
+
 static void dispatch(ks_pg_dispatcher *d, row *rows, int n)
 {
+    for (int i = 0; i < n; i++)
+        if (!event_id_ok(rows[i].event_id)) {
+            char a[16];
+            snprintf(a, sizeof a, "%d", rows[i].attempts);
+            const char *v[] = {rows[i].event_id, a,
+                               "event_id is not [A-Za-z0-9._:-]{1,64}: never published"};
+            if (pg_move(d, d->sql.fail, 3, v) > 0)
+                d->failed++;
+            ks_error(WHERE, "an event id of %zu bytes is not [A-Za-z0-9._:-]{1,64} -> FAILURE",
+                     strlen(rows[i].event_id));
+            rows[i].bad = 1;
+        }
     int planned = plan(d, rows, n);
     if (planned == -2) /* the rows stay DISPATCHING without a partition: the
                         * stale pass requeues them as never produced */
         return;
     if (planned != 0) {
         for (int i = 0; i < n; i++) /* nothing was produced: the attempt is given back */
-            requeue(d, rows[i].event_id, rows[i].attempts, "Kafka unreachable", 1);
+            if (!rows[i].bad)
+                requeue(d, rows[i].event_id, rows[i].attempts, "Kafka unreachable", 1);
         d->kafka_warned = 1;
         sleep_ms(500);
         return;
     }
     for (int i = 0; i < n; i++) {
         row *w = &rows[i];
+        if (w->bad)
+            continue;
         rd_kafka_headers_t *h = rd_kafka_headers_new(4);
         rd_kafka_header_add(h, EVENT_ID_HEADER, -1, w->event_id, -1);
         rd_kafka_header_add(h, USER_HEADER, -1, w->aggregate, -1);
@@ -532,6 +532,8 @@ static void dispatch(ks_pg_dispatcher *d, row *rows, int n)
     ks_fault_point(KS_FAULT_DISPATCH_ACKED);
     for (int i = 0; i < n; i++) {
         row *w = &rows[i];
+        if (w->bad)
+            continue;
         if (!w->done || w->err)
             failed_row(d, w, w->done ? w->err : RD_KAFKA_RESP_ERR__TIMED_OUT);
         else if (mark_published(d, w->event_id, w->attempts, w->partition, w->offset) > 0)
@@ -566,7 +568,7 @@ static void publish_metrics(ks_pg_dispatcher *d)
     if (!d->metrics || now_ms() - d->metrics_ms < 1000 || !pg_ok(d))
         return;
     d->metrics_ms = now_ms();
-    PGresult *r = pg_exec(d, d->sql_counts, 0, NULL, PGRES_TUPLES_OK);
+    PGresult *r = pg_exec(d, d->sql.counts, 0, NULL, PGRES_TUPLES_OK);
     char labels[512];
     double backlog = 0, total = 0;
     for (int i = 0; r && i < PQntuples(r); i++) {
@@ -594,7 +596,7 @@ static void publish_metrics(ks_pg_dispatcher *d)
 /* 1 when some row is PENDING (then Kafka is worth asking). */
 static int any_pending(ks_pg_dispatcher *d)
 {
-    PGresult *r = pg_exec(d, d->sql_pending, 0, NULL, PGRES_TUPLES_OK);
+    PGresult *r = pg_exec(d, d->sql.pending, 0, NULL, PGRES_TUPLES_OK);
     int any = r && PQntuples(r) > 0;
     PQclear(r);
     return any;
@@ -654,7 +656,7 @@ int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_me
     d->p = p;
     d->cfg = cfg;
     d->metrics = metrics;
-    build_sql(d);
+    ks_pg_sql_build(&d->sql, cfg->table);
     int rc = make_clients(d, err, errlen);
     if (rc == 0 && pthread_create(&d->thread, NULL, run, d) != 0) {
         snprintf(err, errlen, "outbox dispatcher: cannot start a thread");
