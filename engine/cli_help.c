@@ -87,6 +87,12 @@ static const struct {
                       "without, the number of events per status.\n"
                       "exit codes: 0 ok, 1 read failure, 2 invalid pipeline or no `outbox:`,\n"
                       "3 no such event or no outbox yet, 64 usage\n"},
+    {"outbox-schema", "usage: kstreams outbox-schema\n"
+                      "\n"
+                      "Print the SQL schema of the PostgreSQL outbox (the migration file\n"
+                      "installed as PREFIX/share/kstreams/sql/outbox_pg_001.sql): the table,\n"
+                      "the trigger enforcing the status transitions, ks_outbox_release().\n"
+                      "exit codes: 0 ok, 64 usage\n"},
     {"version", "usage: kstreams version\n"
                 "\n"
                 "Print the kstreams version and the plugin ABI (major.minor) it loads.\n"},

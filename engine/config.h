@@ -152,9 +152,19 @@ typedef struct ks_cfg_http_limits {
 
 #define KS_HTTP_MAX_CONNECTIONS_LIMIT 1000 /* below the usual 1024 fds */
 
+typedef enum ks_outbox_backend {
+    KS_OUTBOX_BACKEND_LMDB = 0, /* embedded, fed over HTTP and by processors */
+    KS_OUTBOX_BACKEND_POSTGRES  /* the application's database (outbox_pg.h) */
+} ks_outbox_backend;
+
 /* `outbox:` - the durable outbox, its HTTP endpoint and its dispatcher
  * (docs/outbox-and-mailbox.md). */
 typedef struct ks_cfg_outbox {
+    ks_outbox_backend backend; /* `backend: lmdb|postgres`; lmdb          */
+    char *dsn;      /* postgres: libpq connection string; never logged   */
+    char *dsn_env;  /* postgres: or the environment variable holding it  */
+    char *table;    /* postgres: the outbox table; default ks_outbox     */
+    int64_t poll_interval_ms; /* postgres: poll when no NOTIFY came; 1s */
     char *name;   /* URL segment: POST /outbox/<name>/events           */
     char *topic;  /* the mailbox topic events are published to        */
     char *listen; /* host:port; default 127.0.0.1:8470                  */

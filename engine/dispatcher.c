@@ -28,6 +28,7 @@
 
 #include "fault.h"
 #include "kafka.h"
+#include "kafka_probe.h"
 #include "log.h"
 #include "partition_assign.h"
 
@@ -135,76 +136,6 @@ static int make_clients(ks_dispatcher *d, char *err, size_t errlen)
 
 /* --- the stale probe ------------------------------------------------- */
 
-typedef struct found {
-    char id[KS_OUTBOX_ID_LEN + 1];
-    int64_t offset;
-} found;
-
-/* Read `part` over [from, hi) and collect every event id seen. */
-static int probe_read(ks_dispatcher *d, int32_t part, int64_t from, int64_t hi, found **out,
-                      size_t *nout, char *err, size_t errlen)
-{
-    const char *topic = d->cfg->topic;
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, topic, part)->offset = from;
-    rd_kafka_resp_err_t e = rd_kafka_assign(d->probe, l);
-    rd_kafka_topic_partition_list_destroy(l);
-    if (e) {
-        snprintf(err, errlen, "probe %s [%d]: assign: %s", topic, (int)part,
-                 rd_kafka_err2str(e));
-        return KS_ERR_IO;
-    }
-    size_t n = 0, cap = 0;
-    found *f = NULL;
-    int64_t next = from, deadline = ks_outbox_now_ms() + 30000;
-    int rc = 0;
-    while (next < hi && rc == 0) {
-        if (ks_outbox_now_ms() > deadline) {
-            snprintf(err, errlen, "probe %s [%d]: stuck at offset %lld of %lld", topic,
-                     (int)part, (long long)next, (long long)hi);
-            rc = KS_ERR_IO;
-            break;
-        }
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(d->probe, 200);
-        if (!m)
-            continue;
-        rd_kafka_headers_t *h = NULL;
-        const void *val;
-        size_t len;
-        /* records prefetched for an earlier probe's partition may still
-         * arrive after the re-assign: only this partition's count */
-        if (!m->err && m->partition == part && m->offset >= next) {
-            next = m->offset + 1;
-            if (rd_kafka_message_headers(m, &h) == 0 &&
-                rd_kafka_header_get_last(h, EVENT_ID_HEADER, &val, &len) == 0 &&
-                len == KS_OUTBOX_ID_LEN) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 256;
-                    found *g = realloc(f, cap * sizeof *g);
-                    if (!g)
-                        rc = KS_ERR_NOMEM;
-                    else
-                        f = g;
-                }
-                if (rc == 0) {
-                    memcpy(f[n].id, val, len);
-                    f[n].id[len] = '\0';
-                    f[n++].offset = m->offset;
-                }
-            }
-        }
-        rd_kafka_message_destroy(m);
-    }
-    rd_kafka_assign(d->probe, NULL);
-    if (rc) {
-        free(f);
-        return rc;
-    }
-    *out = f;
-    *nout = n;
-    return 0;
-}
-
 /* Probe one partition for the stale rows `rows` (all of it). Returns 0
  * when every row was decided, -1 when Kafka did not answer. */
 static int probe_partition(ks_dispatcher *d, int32_t part, ks_outbox_event **rows,
@@ -236,9 +167,10 @@ static int probe_partition(ks_dispatcher *d, int32_t part, ks_outbox_event **row
     int64_t from = probe_from_get(d, part);
     if (from < lo)
         from = lo; /* never recorded: from the start of the partition */
-    found *f = NULL;
+    ks_probe_hit *f = NULL;
     size_t nf = 0;
-    if (from < hi && probe_read(d, part, from, hi, &f, &nf, err, sizeof err) != 0) {
+    if (from < hi && ks_probe_read(d->probe, d->cfg->topic, part, from, hi, EVENT_ID_HEADER,
+                                   &f, &nf, err, sizeof err) != 0) {
         ks_warn(WHERE, "%s; %zu rows stay DISPATCHING", err, n);
         return -1;
     }

@@ -358,6 +358,10 @@ static int api_outbox_enqueue(ks_ctx *ctx, const char *outbox, ks_bytes user,
     const ks_pipeline *p = task->topo->pipeline;
     if (!p->outbox || strcmp(p->outbox->name, outbox) != 0)
         return KS_ERR_NOT_FOUND;
+    /* the postgres backend has no requests consumer yet: refuse rather
+     * than queue events nothing will ever dispatch */
+    if (p->outbox->backend == KS_OUTBOX_BACKEND_POSTGRES)
+        return KS_ERR_UNSUPPORTED;
     if ((int64_t)payload.len > p->outbox->max_event_bytes)
         return KS_ERR_TOO_LARGE;
     if (!task->io.emit_topic)

@@ -19,6 +19,7 @@
 #include "topology.h"
 #include "cli_help.h"
 #include "cli_query.h"
+#include "outbox_pg.h"
 #include "outbox_service.h"
 #include "reload.h"
 
@@ -45,6 +46,7 @@ static void usage(FILE *f)
             "                              instance (read-only)\n"
             "  outbox-status FILE [ID]     an outbox event's status (JSON), or the\n"
             "                              number of events per status\n"
+            "  outbox-schema               print the PostgreSQL outbox schema (SQL)\n"
             "  COMMAND --help              help of one command\n"
             "  version                     print the version and plugin ABI\n"
             "\n"
@@ -160,6 +162,8 @@ int main(int argc, char **argv)
         return 0;
     if (!strcmp(cmd, "query"))
         return ks_cli_query(argc - 1, argv + 1, stdout, stderr);
+    if (!strcmp(cmd, "outbox-schema"))
+        return ks_outbox_schema_cli(argc - 1, argv + 1, stdout, stderr);
     if (!strcmp(cmd, "outbox-status"))
         return ks_outbox_status_cli(argc - 1, argv + 1, stdout, stderr);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

@@ -52,6 +52,8 @@ static const struct {
     {"kstreams_outbox_backlog", "gauge",
      "Outbox events not yet published (PREQUEUED, PENDING, DISPATCHING)."},
     {"kstreams_outbox_rows", "gauge", "Outbox events stored, in every status."},
+    {"kstreams_outbox_status_rows", "gauge",
+     "Rows of a PostgreSQL outbox table per status (counted every 10 s)."},
     {"kstreams_outbox_entered_total", "counter",
      "Outbox events that entered each status since the engine started."},
     {"kstreams_outbox_probe_total", "counter",

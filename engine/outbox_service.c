@@ -15,6 +15,7 @@
 #include "http.h"
 #include "log.h"
 #include "outbox.h"
+#include "outbox_pg.h"
 #include "outbox_requests.h"
 #include "outbox_results.h"
 
@@ -24,7 +25,35 @@ struct ks_outbox_service {
     ks_dispatcher *disp;
     ks_outbox_results *results; /* mailbox results -> rows */
     ks_outbox_requests *requests; /* processors' events -> rows */
+    ks_pg_dispatcher *pg;         /* backend postgres: all of the above unused */
 };
+
+int ks_outbox_schema_cli(int argc, char **argv, FILE *out, FILE *err)
+{
+    (void)argv;
+    if (argc != 1) {
+        fprintf(err, "usage: kstreams outbox-schema\n");
+        return 64;
+    }
+    fputs(ks_outbox_pg_schema, out);
+    return 0;
+}
+
+#ifndef KS_HAVE_POSTGRES
+int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_metrics *metrics,
+                           ks_pg_dispatcher **out, char *err, size_t errlen)
+{
+    (void)p, (void)cfg, (void)metrics;
+    *out = NULL;
+    snprintf(err, errlen, "outbox %s: this kstreams was built without PostgreSQL", cfg->name);
+    return KS_ERR_UNSUPPORTED;
+}
+
+void ks_pg_dispatcher_stop(ks_pg_dispatcher *d)
+{
+    (void)d;
+}
+#endif
 
 void ks_outbox_dir(const ks_pipeline *p, char *buf, size_t len)
 {
@@ -38,6 +67,15 @@ int ks_outbox_service_start(const ks_pipeline *p, ks_metrics *metrics, ks_outbox
     ks_outbox_service *s = calloc(1, sizeof *s);
     if (!s)
         return KS_ERR_NOMEM;
+    if (p->outbox->backend == KS_OUTBOX_BACKEND_POSTGRES) {
+        int rc = ks_pg_dispatcher_start(p, p->outbox, metrics, &s->pg, err, errlen);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+        *out = s;
+        return 0;
+    }
     char dir[4096];
     ks_outbox_dir(p, dir, sizeof dir);
     int rc = ks_outbox_open(dir, 0, &s->ob, err, errlen);
@@ -68,6 +106,7 @@ void ks_outbox_service_stop(ks_outbox_service *s)
 {
     if (!s)
         return;
+    ks_pg_dispatcher_stop(s->pg);
     ks_http_stop(s->http);
     ks_outbox_requests_stop(s->requests); /* before the dispatcher: it settles */
     ks_dispatcher_stop(s->disp);
@@ -109,6 +148,13 @@ int ks_outbox_status_cli(int argc, char **argv, FILE *out, FILE *err)
     }
     if (!p->outbox) {
         fprintf(err, "%s: the pipeline has no `outbox:` section\n", argv[1]);
+        ks_pipeline_free(p);
+        return 2;
+    }
+    if (p->outbox->backend == KS_OUTBOX_BACKEND_POSTGRES) {
+        fprintf(err, "%s: the outbox is in PostgreSQL table %s: query it with SQL "
+                     "(SELECT status, count(*) FROM %s GROUP BY status)\n",
+                argv[1], p->outbox->table, p->outbox->table);
         ks_pipeline_free(p);
         return 2;
     }

@@ -4,8 +4,9 @@
 set -euo pipefail
 PKGS=(build-essential autoconf automake libtool pkg-config
       librdkafka-dev liblmdb-dev lmdb-utils libyaml-dev libcunit1-dev libjansson-dev
-      libmicrohttpd-dev kafkacat default-jre-headless maven
+      libmicrohttpd-dev libpq-dev postgresql-15 kafkacat default-jre-headless maven
       graphviz gdb)  # graphviz: docs/cli.md's `describe --dot` is run by test_docs.sh
+                     # libpq-dev, postgresql-15: the PostgreSQL outbox and its test
                      # gdb: a test prints a hung engine's stacks before killing it
 missing=()
 for p in "${PKGS[@]}"; do

@@ -47,7 +47,7 @@ scripts/setup.sh || exit 1
 note "build (warnings are errors)"
 ./autogen.sh >/dev/null 2>&1 || { echo "autogen failed"; exit 1; }
 mkdir -p build "$LOGDIR"
-( cd build && ../configure --enable-werror -q && make -j2 -s ) >"$LOGDIR/build.log" 2>&1 \
+( cd build && ../configure --enable-werror --with-postgres -q && make -j2 -s ) >"$LOGDIR/build.log" 2>&1 \
   || { tail -50 "$LOGDIR/build.log"; echo "0 passed, 1 failed"; exit 1; }
 
 note "unit tests"
@@ -112,6 +112,20 @@ suites() { # every integration test program
 
 suite_name() { basename "$1" | sed -e 's/^test_//' -e 's/\.sh$//'; }
 
+# PostgreSQL for the outbox_pg suite (scripts/postgres.sh; PG_PORT, default
+# 55432), up while the first Kafka version's suites run.
+pg_up=0
+pg_stop() { [ "$pg_up" = 0 ] || scripts/postgres.sh stop >/dev/null 2>&1; pg_up=0; }
+if [ -x build/tests/integration/test_outbox_pg ] && wanted outbox_pg; then
+  scripts/postgres.sh stop >/dev/null 2>&1 || true
+  if scripts/postgres.sh start; then
+    pg_up=1
+  else
+    echo "postgres did not start"
+    failed=$((failed + 1))
+  fi
+fi
+
 for version in $KAFKA_VERSIONS; do
   note "integration tests against Kafka $version"
   export KAFKA_VERSION=$version
@@ -121,11 +135,12 @@ for version in $KAFKA_VERSIONS; do
     failed=$((failed + 1))
     continue
   fi
-  trap 'scripts/kafka.sh stop >/dev/null 2>&1' EXIT
+  trap 'scripts/kafka.sh stop >/dev/null 2>&1; pg_stop' EXIT
   export KS_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
   for t in $(suites); do
     name=$(suite_name "$t")
     wanted "$name" || continue
+    [ "$name" = outbox_pg ] && [ "$pg_up" = 0 ] && continue
     grep -qw "$name" <<<"$OWN_BROKER_TESTS" && continue
     if [ "$version" != "$first_version" ] && ! grep -qw "$name" <<<"$SECOND_VERSION_TESTS"; then
       continue
@@ -134,7 +149,9 @@ for version in $KAFKA_VERSIONS; do
   done
   scripts/kafka.sh stop >/dev/null 2>&1
   trap - EXIT
+  pg_stop # only the first version runs outbox_pg
 done
+pg_stop
 
 # A broker with Kafka's default settings, on a port of its own.
 defaults_suites=()

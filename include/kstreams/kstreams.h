@@ -488,7 +488,7 @@ struct ks_host_api {
      * outbox of that name; INVALID: bad user/payload/buffer; TOO_LARGE:
      * payload over max_event_bytes or over 1024 events for one record;
      * STATE: not in process(); IO: the event could not be queued (return
-     * KS_RETRY). Status: GET /outbox/events/<id> or `kstreams
+     * KS_RETRY); UNSUPPORTED: the outbox is `backend: postgres`. Status: GET /outbox/events/<id> or `kstreams
      * outbox-status`.
      */
     int (*outbox_enqueue)(ks_ctx *ctx, const char *outbox, ks_bytes user, ks_bytes payload,

@@ -702,6 +702,58 @@ static void test_nested_config(void)
                  "(nested values are not allowed)");
 }
 
+/* `outbox: { backend: postgres }`: its keys, defaults and refusals. */
+#define PG_BASE BASE "sinks: [ { from: in, topic: out } ]\n"
+static void test_outbox_postgres(void)
+{
+#ifdef KS_HAVE_POSTGRES
+    char err[1024] = "";
+    ks_pipeline *p = parse_text("application: t\n"
+                                "kafka: { bootstrap: [h:1] }\n"
+                                "sources: { in: { topic: input } }\n"
+                                "sinks: [ { from: in, topic: out } ]\n"
+                                "outbox: { backend: postgres, dsn_env: APP_DSN, topic: ev }\n",
+                                err, sizeof err);
+    if (!p)
+        fprintf(stderr, "\n  %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    const ks_cfg_outbox *o = p->outbox;
+    CU_ASSERT_EQUAL(o->backend, KS_OUTBOX_BACKEND_POSTGRES);
+    CU_ASSERT_STRING_EQUAL(o->dsn_env, "APP_DSN");
+    CU_ASSERT_PTR_NULL(o->dsn);
+    CU_ASSERT_STRING_EQUAL(o->table, "ks_outbox");
+    CU_ASSERT_STRING_EQUAL(o->name, "ks_outbox");
+    CU_ASSERT_EQUAL(o->poll_interval_ms, 1000);
+    CU_ASSERT_EQUAL(o->stale_after_ms, 30000);
+    ks_pipeline_free(p);
+    expect_error(PG_BASE "outbox: { backend: postgres, topic: ev }\n",
+                 "mem.yaml:5:9: a postgres outbox needs exactly one of 'dsn' (a libpq "
+                 "connection string) and 'dsn_env' (the environment variable holding it)");
+    expect_error(PG_BASE "outbox: { backend: postgres, dsn: 'host=x', dsn_env: E, topic: ev }\n",
+                 "mem.yaml:5:45: a postgres outbox needs exactly one of 'dsn' (a libpq "
+                 "connection string) and 'dsn_env' (the environment variable holding it)");
+    expect_error(PG_BASE "outbox: { backend: postgres, dsn: 'host=x', topic: ev, listen: "
+                      "'0.0.0.0:1' }\n",
+                 "mem.yaml:5:56: 'listen' is not a key of the postgres outbox backend");
+    expect_error(PG_BASE "outbox: { name: c, topic: ev, table: t }\n",
+                 "mem.yaml:5:31: 'table' is not a key of the lmdb outbox backend");
+    expect_error(PG_BASE "outbox: { backend: postgres, dsn: 'host=x', topic: ev, table: "
+                      "'a;b' }\n",
+                 "mem.yaml:5:63: invalid table name 'a;b'; expected [A-Za-z_][A-Za-z0-9_]* "
+                 "(at most 63)");
+    expect_error(PG_BASE "outbox: { backend: mysql, topic: ev }\n",
+                 "mem.yaml:5:20: invalid outbox backend 'mysql'; expected lmdb or postgres");
+    /* libpq's own parser judges the string; the password is not repeated */
+    err[0] = '\0';
+    p = parse_text(PG_BASE "outbox: { backend: postgres, dsn: 'password=s3cret bogus', topic: ev }\n",
+                   err, sizeof err);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT(strstr(err, "mem.yaml:5:35: invalid PostgreSQL connection string") == err);
+    CU_ASSERT(strstr(err, "s3cret") == NULL);
+    ks_pipeline_free(p);
+#endif
+}
+
 static void test_load_errors(void)
 {
     char err[256];
@@ -818,6 +870,7 @@ void ks_test_register_config(void)
     CU_add_test(s, "branches: two sinks, merged inputs", test_branches);
     CU_add_test(s, "stores: declared and created on use", test_stores);
     CU_add_test(s, "outbox: every key", test_outbox_fields);
+    CU_add_test(s, "outbox: backend postgres", test_outbox_postgres);
     CU_add_test(s, "ks_parse_duration_ms", test_duration);
     CU_add_test(s, "ks_parse_size", test_size);
     CU_add_test(s, "ks_serde_name", test_serde_name);
