@@ -18,7 +18,8 @@ static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *e
             continue; /* repartition topics: sized after the sources */
         ks_topic_spec spec = {.topic = s->topic, .what = "source", .create = s->create,
                               .partitions = s->partitions,
-                              .replication = p->replication_factor};
+                              .replication = p->replication_factor,
+                              .strict_partitions = 1};
         ks_topic_found f;
         if (ks_topic_ensure(rk, &spec, &f, err, errlen) != 0)
             return -1;

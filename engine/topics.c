@@ -243,7 +243,7 @@ int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *foun
     }
     if (check_found(s, &f, created, err, errlen) != 0)
         return -1;
-    if (raced && s->need_partitions <= 0 && f.partitions != s->partitions) {
+    if (raced && s->strict_partitions && f.partitions != s->partitions) {
         snprintf(err, errlen,
                  "%s topic %s appeared while the engine was creating it, with %d partitions "
                  "instead of %d: a client auto-created it (auto.create.topics.enable=true at "

@@ -28,6 +28,10 @@ typedef struct ks_topic_spec {
     int compact;               /* cleanup.policy must include compact       */
     int internal;              /* the engine's own topic: an existing one must
                                   have at least `replication` replicas      */
+    int strict_partitions;     /* one that another client created while this
+                                  call created it must have `partitions`
+                                  (a source: auto-created with the broker's
+                                  count it would break co-partitioning)     */
     const char *const *configs; /* NULL or NULL-terminated name, value pairs
                                    set on a topic this call creates          */
 } ks_topic_spec;
