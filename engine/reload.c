@@ -700,6 +700,38 @@ void ks_reload_note_crash(ks_reload *rl, const char *line)
         ks_warn(WHERE, "%s", err);
 }
 
+void ks_reload_note_versions(ks_reload *rl, ks_task *task)
+{
+    if (!rl || !task->dbs)
+        return;
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < rl->topo->node_count; i++) {
+        const ks_topo_node *n = &rl->topo->nodes[i];
+        if (n->kind != KS_NODE_PROCESSOR || n->store_count == 0)
+            continue;
+        uint32_t v;
+        json_object_set_new(o, n->name,
+                            ks_store_version_get(task->dbs[n->stores[0]], &v) == 0
+                                ? json_integer((json_int_t)v)
+                                : json_null());
+    }
+    ks_store_read_end(task->env);
+    ks_status_set(rl->status, "state_versions", task->where, o);
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
+void ks_reload_forget_task(ks_reload *rl, const char *where)
+{
+    if (!rl)
+        return;
+    ks_status_set(rl->status, "state_versions", where, NULL);
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
 void ks_reload_stop(ks_reload *rl)
 {
     if (!rl || !rl->running)

@@ -55,6 +55,14 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
  * "crash": {"previous_run": LINE} in status.json. NULL rl is fine. */
 void ks_reload_note_crash(ks_reload *rl, const char *line);
 
+/* Show the committed state version of each processor node's stores of
+ * `task` under "state_versions" in status.json ({"task-P": {"node": V}},
+ * null while none is recorded). Worker thread, outside a batch. NULL rl is fine. */
+void ks_reload_note_versions(ks_reload *rl, ks_task *task);
+
+/* Drop task-P from "state_versions" (the task moved away). */
+void ks_reload_forget_task(ks_reload *rl, const char *where);
+
 /* Stop the reload thread (a generation in progress stays as it is). Call
  * before joining the workers. NULL is fine. */
 void ks_reload_stop(ks_reload *rl);

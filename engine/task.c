@@ -589,6 +589,14 @@ int ks_task_migration_pending(const ks_task *task)
     return 0;
 }
 
+int ks_task_versions_in_batch(const ks_task *task)
+{
+    for (size_t i = 0; task->live && i < task->topo->node_count; i++)
+        if (task->live[i] && task->live[i]->migrated_in_batch)
+            return 1;
+    return 0;
+}
+
 int ks_task_migrated_in_batch(const ks_task *task)
 {
     for (size_t i = 0; task->live && i < task->topo->node_count; i++)

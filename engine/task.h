@@ -210,6 +210,10 @@ int ks_task_check_versions(ks_task *task, char *err, size_t errlen);
  * version record that is not in the open batch. */
 int ks_task_migration_pending(const ks_task *task);
 
+/* Non-zero when the open batch writes a state version (a migration or a
+ * first version record). */
+int ks_task_versions_in_batch(const ks_task *task);
+
 /* Non-zero when a migrate() ran in the open batch (for the crash points
  * around its commit). */
 int ks_task_migrated_in_batch(const ks_task *task);

@@ -545,6 +545,7 @@ static int open_task(ks_worker *w, int32_t partition)
     w->tasks[partition] = task;
     w->published_in[partition] = w->published_out[partition] = 0;
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
+    ks_reload_note_versions(w->eng->reload, task);
     for (size_t s = 0; s < w->p->source_count; s++) {
         w->pos[slot(w, partition, s)] = -1;
         w->committed[slot(w, partition, s)] = -1;
@@ -559,6 +560,7 @@ static void close_task(ks_worker *w, int32_t partition)
     if (partition < 0 || partition >= w->partitions || !w->tasks[partition])
         return;
     publish_task_counts(w, partition);
+    ks_reload_forget_task(w->eng->reload, w->tasks[partition]->where);
     ks_task_destroy(w->tasks[partition]);
     w->tasks[partition] = NULL;
     w->epoch[partition]++;
@@ -741,7 +743,10 @@ static int commit_stores(ks_worker *w)
     for (int32_t p = 0; p < w->partitions; p++) {
         if (!w->tasks[p])
             continue;
+        int versions = ks_task_versions_in_batch(w->tasks[p]);
         int rc = ks_task_commit_stores(w->tasks[p]);
+        if (rc == 0 && versions) /* kstreams status shows the committed ones */
+            ks_reload_note_versions(w->eng->reload, w->tasks[p]);
         if (rc != 0) {
             fail(w, "task %d: committing its stores failed (%d): %s%s", (int)p, rc,
                  ks_store_last_error(w->tasks[p]->env),

@@ -272,6 +272,25 @@ static void test_cold_upgrade(void)
     it_msgs out = {0};
     it_consume(out_topic, (size_t)produced, 2000, 180000, &out);
     it_msgs_free(&out);
+    /* kstreams status shows every task's committed state version */
+    char cmd[1200], status[16384] = "";
+    int twos = 0;
+    for (int i = 0; i < 100 && twos < PARTS; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' status --json '%s' 2>&1", it_kstreams(), yaml);
+        FILE *p = popen(cmd, "r");
+        size_t n = p ? fread(status, 1, sizeof status - 1, p) : 0;
+        status[n] = '\0';
+        if (p)
+            pclose(p);
+        twos = 0;
+        for (const char *at = status; (at = strstr(at, "\"tag\": 2")) != NULL; at++)
+            twos++;
+        if (twos < PARTS)
+            it_sleep_ms(100);
+    }
+    printf("\n  [cold upgrade] kstreams status: %d tasks at state version 2", twos);
+    CU_ASSERT(strstr(status, "\"state_versions\"") != NULL);
+    CU_ASSERT_EQUAL(twos, PARTS);
     /* v1 shipped over the running fmt2: refused, no downgrade */
     ship(build("reload_v1"));
     int64_t end = it_now_ms() + 30000;
