@@ -45,7 +45,8 @@ static int metadata_of(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_top
 }
 
 /* cleanup.policy of an existing topic into out->cleanup_policy ("" when the
- * broker gave no answer: the caller decides whether that matters). */
+ * broker does not know the topic's configuration yet, or gave no value:
+ * the caller decides whether that matters). 0 or -1 with err. */
 static int cleanup_policy_of(rd_kafka_t *rk, const char *topic, ks_topic_found *out,
                              char *err, size_t errlen)
 {
@@ -68,7 +69,13 @@ static int cleanup_policy_of(rd_kafka_t *rk, const char *topic, ks_topic_found *
         size_t n = 0, m = 0;
         const rd_kafka_ConfigResource_t **rs = rd_kafka_DescribeConfigs_result_resources(
             rd_kafka_event_DescribeConfigs_result(ev), &n);
-        if (n == 1 && rd_kafka_ConfigResource_error(rs[0])) {
+        rd_kafka_resp_err_t re = n == 1 ? rd_kafka_ConfigResource_error(rs[0]) : 0;
+        if (re == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+            /* in the metadata of one broker, not yet in the configuration
+             * of the one answering (seen on a three-broker 4.4.0 cluster
+             * right after the create): the caller looks again */
+            rc = 0;
+        } else if (re) {
             snprintf(err, errlen, "describing the configuration of topic %s: %s", topic,
                      rd_kafka_ConfigResource_error_string(rs[0]));
         } else {
@@ -152,15 +159,16 @@ static int create(rd_kafka_t *rk, const ks_topic_spec *s, char *err, size_t errl
 }
 
 /* A created topic may take a moment to show in the metadata of the broker
- * we ask (seen on Kafka 3.9): look again for up to ~10 s. */
+ * we ask (seen on Kafka 3.9), and its configuration on another broker of a
+ * cluster (seen on 4.4.0): look again for up to ~10 s. */
 static int describe_settled(rd_kafka_t *rk, const char *topic, ks_topic_found *f, char *err,
                             size_t errlen)
 {
     int rc = 0;
-    for (int i = 0; i < 50 && rc == 0; i++) {
-        rc = ks_topic_describe(rk, topic, 5000, f, err, errlen);
-        if (rc == 0)
+    for (int i = 0; i < 50 && (rc == 0 || (rc == 1 && !f->cleanup_policy[0])); i++) {
+        if (i)
             rd_kafka_poll(rk, 200);
+        rc = ks_topic_describe(rk, topic, 5000, f, err, errlen);
     }
     if (rc == 0)
         snprintf(err, errlen, "topic %s created but not visible in metadata after 10 s", topic);
