@@ -106,32 +106,7 @@ static int64_t probe_from_get(ks_dispatcher *d, int32_t part)
 
 static int make_clients(ks_dispatcher *d, char *err, size_t errlen)
 {
-    char why[512];
-    static const char *const prod_cfg[] = {"enable.idempotence", "true", "acks", "all",
-                                           "message.timeout.ms", "15000", NULL};
-    rd_kafka_conf_t *c = ks_kafka_conf(d->p, RD_KAFKA_PRODUCER, NULL, prod_cfg, err, errlen);
-    if (!c)
-        return KS_ERR_INVALID;
-    rd_kafka_conf_set_dr_msg_cb(c, on_delivery);
-    if (!(d->prod = rd_kafka_new(RD_KAFKA_PRODUCER, c, why, sizeof why))) {
-        rd_kafka_conf_destroy(c);
-        snprintf(err, errlen, "outbox producer: %s", why);
-        return KS_ERR_IO;
-    }
-    char group[600];
-    snprintf(group, sizeof group, "%s-outbox-probe", d->p->application);
-    /* a group id because librdkafka loops without one; nothing is committed */
-    const char *const probe_cfg[] = {"group.id", group, "enable.auto.commit", "false",
-                                     "enable.auto.offset.store", "false", NULL};
-    c = ks_kafka_conf(d->p, RD_KAFKA_CONSUMER, NULL, probe_cfg, err, errlen);
-    if (!c)
-        return KS_ERR_INVALID;
-    if (!(d->probe = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
-        rd_kafka_conf_destroy(c);
-        snprintf(err, errlen, "outbox probe consumer: %s", why);
-        return KS_ERR_IO;
-    }
-    return 0;
+    return ks_outbox_kafka_clients(d->p, on_delivery, &d->prod, &d->probe, err, errlen);
 }
 
 /* --- the stale probe ------------------------------------------------- */

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+
 #define KS_PROBE_ID_MAX 64 /* longer header values are not event ids */
 
 typedef struct ks_probe_hit {
@@ -27,5 +29,15 @@ typedef struct ks_probe_hit {
 int ks_probe_read(rd_kafka_t *consumer, const char *topic, int32_t part, int64_t from,
                   int64_t hi, const char *header, ks_probe_hit **out, size_t *nout, char *err,
                   size_t errlen);
+
+/* The two clients of an outbox dispatcher: an idempotent producer
+ * (acks=all, 15 s message timeout) whose delivery reports go to `on_dr`,
+ * and a probe consumer in group `<application>-outbox-probe` that commits
+ * nothing (the group id only because librdkafka loops without one). Both
+ * are the caller's; on failure the one made (if any) is in *prod.
+ * 0; KS_ERR_INVALID (a bad kafka property, err names it) or KS_ERR_IO. */
+int ks_outbox_kafka_clients(const ks_pipeline *p,
+                            void (*on_dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
+                            rd_kafka_t **prod, rd_kafka_t **probe, char *err, size_t errlen);
 
 #endif /* KS_KAFKA_PROBE_H */

@@ -1033,10 +1033,11 @@ int ks_store_count(ks_store_db *db, uint64_t *count)
 /* Checkpoints                                                         */
 /* ------------------------------------------------------------------ */
 
-int ks_store_checkpoint_get(ks_store_db *db, int64_t *offset)
+/* Read the `size`-byte meta value of `db` under `key` (a checkpoint, a
+ * state version) into out; `what` names it in errors. */
+static int meta_get(ks_store_db *db, const void *key, size_t key_len, const char *what,
+                    size_t size, void *out)
 {
-    if (!db || !offset)
-        return KS_ERR_INVALID;
     ks_store_env *env = db->env;
     MDB_txn *txn;
     int rc = read_txn(env, &txn);
@@ -1044,22 +1045,32 @@ int ks_store_checkpoint_get(ks_store_db *db, int64_t *offset)
         return rc;
     if (!env->have_meta)
         return KS_ERR_NOT_FOUND;
-    MDB_val k = {db->ckpt_key_len, db->ckpt_key}, v;
+    MDB_val k = {key_len, (void *)key}, v;
     rc = mdb_get(txn, env->meta, &k, &v);
     if (rc == MDB_NOTFOUND)
         return KS_ERR_NOT_FOUND;
     if (rc) {
-        set_err(env, "store '%s' in %s: checkpoint: %s", db->name, env->dir,
-                mdb_strerror(rc));
+        set_err(env, "store '%s' in %s: %s: %s", db->name, env->dir, what, mdb_strerror(rc));
         return map_rc(rc);
     }
-    if (v.mv_size != 8) {
-        set_err(env, "store '%s' in %s: corrupt checkpoint (%zu bytes)",
-                db->name, env->dir, v.mv_size);
+    if (v.mv_size != size) {
+        set_err(env, "store '%s' in %s: corrupt %s (%zu bytes)", db->name, env->dir, what,
+                v.mv_size);
         return KS_ERR_IO;
     }
-    *offset = ks_int64_decode(v.mv_data);
+    memcpy(out, v.mv_data, size);
     return 0;
+}
+
+int ks_store_checkpoint_get(ks_store_db *db, int64_t *offset)
+{
+    if (!db || !offset)
+        return KS_ERR_INVALID;
+    unsigned char b[8];
+    int rc = meta_get(db, db->ckpt_key, db->ckpt_key_len, "checkpoint", sizeof b, b);
+    if (rc == 0)
+        *offset = ks_int64_decode(b);
+    return rc;
 }
 
 int ks_store_checkpoint_set(ks_store_db *db, int64_t offset)
@@ -1087,30 +1098,11 @@ int ks_store_version_get(ks_store_db *db, uint32_t *version)
 {
     if (!db || !version)
         return KS_ERR_INVALID;
-    ks_store_env *env = db->env;
-    MDB_txn *txn;
-    int rc = read_txn(env, &txn);
-    if (rc)
-        return rc;
-    if (!env->have_meta)
-        return KS_ERR_NOT_FOUND;
-    MDB_val k = {db->ver_key_len, db->ver_key}, v;
-    rc = mdb_get(txn, env->meta, &k, &v);
-    if (rc == MDB_NOTFOUND)
-        return KS_ERR_NOT_FOUND;
-    if (rc) {
-        set_err(env, "store '%s' in %s: state version: %s", db->name, env->dir,
-                mdb_strerror(rc));
-        return map_rc(rc);
-    }
-    if (v.mv_size != 4) {
-        set_err(env, "store '%s' in %s: corrupt state version (%zu bytes)",
-                db->name, env->dir, v.mv_size);
-        return KS_ERR_IO;
-    }
-    const unsigned char *b = v.mv_data;
-    *version = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-    return 0;
+    unsigned char b[4];
+    int rc = meta_get(db, db->ver_key, db->ver_key_len, "state version", sizeof b, b);
+    if (rc == 0)
+        *version = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    return rc;
 }
 
 int ks_store_version_set(ks_store_db *db, uint32_t version)

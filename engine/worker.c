@@ -65,7 +65,8 @@ struct ks_worker {
     ks_purge *purge;      /* NULL without repartition topics */
     const char **source_topics; /* by source index, borrowed from the pipeline */
     ks_stall *stalls;     /* by slot: committed progress watch */
-    int64_t *group_pos;   /* by slot: the group's offset at assignment, -1 unknown */
+    int64_t *group_pos;   /* by slot: the group's offset at assignment; -1 not
+                             looked up yet, -2 the look-up failed */
     int64_t txn_timeout_ms;
     int32_t partitions;   /* tasks of the topology */
     ks_task **tasks;      /* by partition number; NULL when not assigned */
@@ -1192,16 +1193,19 @@ static void publish_task_counts(ks_worker *w, int32_t p)
 
 /* Where a partition that has delivered nothing since its assignment
  * stands: the group's committed offset, else `low` (auto.offset.reset is
- * earliest); looked up once per assignment, -1 while unknown. A partition
- * starved from its start has no position of its own to measure lag by. */
+ * earliest). A partition starved from its start has no position of its
+ * own to measure lag by. Looked up once per assignment (group_pos: -1 not
+ * yet, -2 the look-up failed): this runs on the worker's thread, and a
+ * broker that does not answer must not cost it 0.5 s every second. */
 static int64_t group_position(ks_worker *w, int32_t p, size_t s, int64_t low)
 {
     int64_t *at = &w->group_pos[slot(w, p, s)];
-    if (*at >= 0)
+    if (*at != -1)
         return *at;
+    *at = -2;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, w->p->sources[s].topic, p);
-    if (rd_kafka_committed(w->consumer, l, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+    if (rd_kafka_committed(w->consumer, l, 500) == RD_KAFKA_RESP_ERR_NO_ERROR &&
         !l->elems[0].err)
         *at = l->elems[0].offset >= 0 ? l->elems[0].offset : low;
     rd_kafka_topic_partition_list_destroy(l);
@@ -1298,13 +1302,16 @@ static void *worker_main(void *arg)
         return NULL;
     }
     int64_t last_punctuate = 0;
-    unsigned unpolled = 0;
+    unsigned unpolled = 0, since_main_poll = 0;
     int idle = 0;
     while (!ks_engine_stopping(w->eng)) {
-        /* rebalances and errors; records only of a partition without a
-         * queue of its own. Waits (briefly) only when the partition queues
-         * had nothing last time. */
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->consumer, idle ? 10 : 0);
+        /* the consumer's own queue: rebalances and errors, and records only
+         * of a partition without a queue of its own. Served when the
+         * partition queues were empty (then waiting briefly) and once per
+         * FAIR_BURST records, not per record. */
+        rd_kafka_message_t *m = NULL;
+        if (idle || (++since_main_poll % FAIR_BURST) == 0)
+            m = rd_kafka_consumer_poll(w->consumer, idle ? 10 : 0);
         if (!m)
             m = ks_fair_poll_next(w->fair);
         int got = m != NULL;

@@ -167,47 +167,6 @@ typedef int (*ks_range_cb)(void *arg, ks_bytes key, ks_bytes value);
 
 /* ------------------------------------------------------------------ */
 /* Named functions (aggregate, reduce, windows, mailbox handlers)      */
-
-/* ---- JSON values in place (ABI 1.3) ------------------------------------ */
-
-/* The kind of a JSON value. */
-typedef enum ks_json_type {
-    KS_JSON_NULL = 1,
-    KS_JSON_BOOL,
-    KS_JSON_NUMBER,
-    KS_JSON_STRING,
-    KS_JSON_ARRAY,
-    KS_JSON_OBJECT
-} ks_json_type;
-
-/* A value inside a JSON text: its bytes as written (a string's span keeps
- * its quotes) and its type. Borrowed from the text it was found in: valid
- * as long as that text is. */
-typedef struct ks_json_span {
-    const char *data;
-    size_t len;
-    ks_json_type type;
-} ks_json_span;
-
-/* Results of the JSON calls. */
-enum ks_json_rc {
-    KS_JSON_FOUND = 0,
-    KS_JSON_MISSING = 1,       /* no value at that pointer                */
-    KS_JSON_BAD_POINTER = -1,  /* not "" nor "/...", or a bad '~' escape  */
-    KS_JSON_BAD_TEXT = -2      /* the text is not JSON where it was read  */
-};
-
-/* Walks the members of an object or the elements of an array. Fill it
- * with json_iter_init; its fields are the host's. */
-typedef struct ks_json_iter {
-    const char *p, *end;
-    int object;
-    int first;
-} ks_json_iter;
-
-/* Builds one JSON object in a buffer the host owns (json_writer). */
-typedef struct ks_json_writer ks_json_writer;
-
 /* ------------------------------------------------------------------ */
 
 typedef struct ks_host_api ks_host_api;
@@ -358,6 +317,49 @@ typedef const ks_plugin_descriptor *(*ks_plugin_entry_fn)(
     const ks_host_api *api);
 
 /* ------------------------------------------------------------------ */
+/* JSON values in place (ABI 1.3)                                      */
+/* ------------------------------------------------------------------ */
+
+/* The kind of a JSON value. */
+typedef enum ks_json_type {
+    KS_JSON_NULL = 1,
+    KS_JSON_BOOL,
+    KS_JSON_NUMBER,
+    KS_JSON_STRING,
+    KS_JSON_ARRAY,
+    KS_JSON_OBJECT
+} ks_json_type;
+
+/* A value inside a JSON text: its bytes as written (a string's span keeps
+ * its quotes) and its type. Borrowed from the text it was found in: valid
+ * as long as that text is. */
+typedef struct ks_json_span {
+    const char *data;
+    size_t len;
+    ks_json_type type;
+} ks_json_span;
+
+/* Results of the JSON calls. */
+enum ks_json_rc {
+    KS_JSON_FOUND = 0,
+    KS_JSON_MISSING = 1,       /* no value at that pointer                */
+    KS_JSON_BAD_POINTER = -1,  /* not "" nor "/...", or a bad '~' escape  */
+    KS_JSON_BAD_TEXT = -2      /* the text is not JSON where it was read  */
+};
+
+/* Walks the members of an object or the elements of an array. The plugin
+ * owns the struct (on its stack); json_iter_init fills it and only the
+ * host reads its fields. Its size and layout are part of the ABI. */
+typedef struct ks_json_iter {
+    const char *p, *end;
+    int object;
+    int first;
+} ks_json_iter;
+
+/* Builds one JSON object in a buffer the host owns (json_writer). */
+typedef struct ks_json_writer ks_json_writer;
+
+/* ------------------------------------------------------------------ */
 /* The host API table                                                  */
 /* ------------------------------------------------------------------ */
 
@@ -488,8 +490,9 @@ struct ks_host_api {
      * outbox of that name; INVALID: bad user/payload/buffer; TOO_LARGE:
      * payload over max_event_bytes or over 1024 events for one record;
      * STATE: not in process(); IO: the event could not be queued (return
-     * KS_RETRY); UNSUPPORTED: the outbox is `backend: postgres`. Status: GET /outbox/events/<id> or `kstreams
-     * outbox-status`.
+     * KS_RETRY); UNSUPPORTED: the outbox is `backend: postgres` (its
+     * events come from the application's own transactions). Status:
+     * GET /outbox/events/<id> or `kstreams outbox-status`.
      */
     int (*outbox_enqueue)(ks_ctx *ctx, const char *outbox, ks_bytes user, ks_bytes payload,
                           char *id_out, size_t id_len);
