@@ -1,7 +1,7 @@
 /*
  * ceiling.c - the benchmark's ceiling: a plain librdkafka consume -> produce
  * loop with no processing and no state, with the kstreams engine's batch
- * and commit rules and client settings (engine/worker.c), so that kstreams
+ * and commit rules and client settings (engine/runtime/worker.c), so that kstreams
  * can be given as a percentage of what librdkafka alone does.
  *
  *   ceiling -b HOST:PORT -g GROUP -i INPUT -o OUTPUT [-e|-a] [-c COMMIT_MS]

@@ -1,7 +1,7 @@
 /*
  * json_valid_bench.c - the json serde's per-record check, before and after:
  * jansson's json_loadb(JSON_DECODE_ANY) + json_decref (what serde.c did)
- * vs ks_json_valid (engine/json_valid.h, what it does now), on records
+ * vs ks_json_valid (lib/json/json_valid.h, what it does now), on records
  * like the benchmark's: ~100-byte page-view objects and ~2 KB nested
  * documents, separately and as a mix (9 small : 1 large). Prints
  * records/s and MB/s of each and their ratio, measured in the same run.
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "json_valid.h"
+#include "json/json_valid.h"
 
 #define NREC 4096
 

@@ -350,11 +350,11 @@ swap() {
 	# the count module's sources, as the build's own Makefile lists them
 	for f in $(make -s -C "$BUILD/plugins" --no-print-directory -f Makefile \
 		-f <(printf 'bench-print-sources:\n\t@echo $(count_la_SOURCES)\n') bench-print-sources); do
-		[[ $f == *.c ]] && src+=("$ROOT/plugins/$f")
+		[[ $f == *.c ]] && src+=("$(realpath -m "$ROOT/plugins/$f")")
 	done
 	((${#src[@]})) || { log "swap: cannot find the count plugin's sources"; return 0; }
 	for b in 1 2; do
-		cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic -I"$ROOT/include" \
+		cc -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wl,-Bsymbolic -I"$ROOT/include" -I"$ROOT/lib" \
 			-DKS_BUILD_ID="\"bench-swap-$RUN-$b\"" -o "$plug/count-$b.so" "${src[@]}" ||
 			{ log "swap: cannot build the count plugin"; return 0; }
 	done

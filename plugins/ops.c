@@ -29,11 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/json_valid.h"
-#include "json_ptr.h"
-#include "ops_config.h"
-#include "ops_map.h"
-#include "ops_pred.h"
+#include "json/json_valid.h"
+#include "json/json_ptr.h"
+#include "ops/ops_config.h"
+#include "ops/ops_map.h"
+#include "ops/ops_pred.h"
 
 static const ks_host_api *host;
 

@@ -50,6 +50,12 @@ mkdir -p build "$LOGDIR"
 ( cd build && ../configure --enable-werror --with-postgres -q && make -j2 -s ) >"$LOGDIR/build.log" 2>&1 \
   || { tail -50 "$LOGDIR/build.log"; echo "0 passed, 1 failed"; exit 1; }
 
+note "include graph (docs/architecture.md)"
+{ tests/check_includes.sh; tests/check_includes.sh --self-test; } >"$LOGDIR/includes.log" 2>&1
+st=$?
+grep -vE '^  ' "$LOGDIR/includes.log" | tail -5
+tally "$LOGDIR/includes.log" $st
+
 note "unit tests"
 ( cd build && make -j2 -s check ) >"$LOGDIR/unit-make.log" 2>&1
 st=$?

@@ -5,7 +5,7 @@
  * The driver loads a pipeline YAML and its plugins (real dlopen, the same
  * loader checks as `kstreams run`), creates one task per partition with
  * real LMDB stores, and runs each piped record through the engine's own
- * processing code (the task walk of engine/task.c). What a worker would
+ * processing code (the task walk of engine/runtime/task.c). What a worker would
  * send to Kafka is kept in memory instead: sink records for
  * ks_driver_read_output(), outbox events (host->outbox_enqueue) for
  * ks_driver_read_event(), changelog writes for the stores' checkpoints.

@@ -76,7 +76,7 @@
 
 #include "itest.h"
 #include "kstreams/kstreams.h"
-#include "store.h"
+#include "state/store.h"
 
 #define PARTS 6
 #define KEYS 40

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "itest.h"
-#include "topics.h"
+#include "kafka/topics.h"
 
 #define KEYS 200
 #define RECORDS 3000

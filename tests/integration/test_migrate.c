@@ -1,7 +1,7 @@
 /*
  * test_migrate.c - state versions kept with the stores, against the real
  * broker: exactly-once, 2 workers, 4 partitions, the builds of
- * tests/plugins/reload.c. reload_v1 keeps 8-byte counts (state version 1);
+ * tests/engine/runtime/reload.c. reload_v1 keeps 8-byte counts (state version 1);
  * reload_fmt2 keeps text counts "c=N" (version 2), converts them in
  * migrate() and counts its committed runs under "__migrations", and says
  * "OLD FORMAT" when process() meets a value it cannot read.
@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "itest.h"
-#include "store.h"
+#include "state/store.h"
 
 #define KEYS 200
 #define PARTS 4

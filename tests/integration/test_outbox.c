@@ -580,7 +580,7 @@ static void test_processor_events(void)
     const int total = PE_USERS * PE_PER_USER;
     const int chunk = total / PE_CHUNKS;
     /* chunks 0-2 end in a crash at a named point of the commit sequence
-     * (KS_CRASH_AT, engine/fault.h), chunk 3 in a SIGKILL at a seeded
+     * (KS_CRASH_AT, engine/base/fault.h), chunk 3 in a SIGKILL at a seeded
      * moment */
     static const char *const crash_at[PE_CHUNKS] = {
         "KS_CRASH_AT=after-kafka-commit:1",        /* Kafka committed, LMDB not */

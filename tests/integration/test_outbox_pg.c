@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "itest.h"
-#include "outbox_status.h"
+#include "outbox/outbox_status.h"
 
 static char dir[256];
 static char dsn[512];

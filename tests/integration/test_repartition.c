@@ -25,7 +25,7 @@
 
 #include "itest.h"
 #include "kstreams/kstreams.h"
-#include "topics.h"
+#include "kafka/topics.h"
 
 #define URLS 500
 
@@ -189,7 +189,7 @@ static void test_kill9(void)
     check_sequences("kill -9");
 }
 
-/* SIGKILL at each step of the commit sequence (engine/fault.h), then a
+/* SIGKILL at each step of the commit sequence (engine/base/fault.h), then a
  * restart: the produce to the repartition topic, the changelog and the
  * offsets of both sub-topologies commit together or not at all. */
 static void test_crash_points(void)

@@ -21,7 +21,7 @@
 
 #include "itest.h"
 #include "kstreams/kstreams.h"
-#include "store.h"
+#include "state/store.h"
 #include "window_ref.h"
 
 #define N 1200 /* input records */

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "yaml_tree.h"
+#include "config/config.h"
+#include "config/yaml_tree.h"
 #include "unit/test_util.h"
 
 #define FIXTURES KS_TEST_SRCDIR "/fixtures"

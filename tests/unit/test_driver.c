@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "kstreams/testdriver.h"
-#include "log.h"
-#include "outbox.h"
+#include "base/log.h"
+#include "outbox/outbox.h"
 #include "unit/test_util.h"
 
 #define DRIVER_PLUGIN_PATH                                                             \

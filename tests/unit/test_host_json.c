@@ -6,9 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "host_json.h"
+#include "runtime/host_json.h"
 #include "kstreams/kstreams.h"
-#include "task.h"
+#include "runtime/task.h"
 #include "unit/suites.h"
 
 static const ks_host_api *api;

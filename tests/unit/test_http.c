@@ -19,11 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "http.h"
-#include "httpd.h"
-#include "metrics.h"
-#include "outbox.h"
+#include "config/config.h"
+#include "outbox/ingest.h"
+#include "http/httpd.h"
+#include "http/metrics.h"
+#include "outbox/outbox.h"
 #include "unit/test_util.h"
 
 static int64_t now_ms(void)

@@ -1,6 +1,6 @@
 /*
  * test_json_ptr.c - the in-place JSON reader of the ops plugin
- * (plugins/json_ptr.h): RFC 6901's own examples and edge cases in a table,
+ * (lib/json/json_ptr.h): RFC 6901's own examples and edge cases in a table,
  * string and number decoding, then a differential test against jansson on
  * seeded random documents (every value reached by a random pointer must
  * equal what jansson finds by walking its tree) and on truncated, mutated
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../plugins/json_ptr.h"
-#include "json_valid.h"
+#include "json/json_ptr.h"
+#include "json/json_valid.h"
 #include "unit/test_util.h"
 
 /* The answer on a private heap copy of exactly len bytes, so that ASan

@@ -1,5 +1,5 @@
 /*
- * test_json_valid.c - ks_json_valid (engine/json_valid.h) gives jansson's
+ * test_json_valid.c - ks_json_valid (lib/json/json_valid.h) gives jansson's
  * verdict, json_loadb(..., JSON_DECODE_ANY, ...) != NULL, the check the
  * json serde made before: a table of edge cases, each also asserted against
  * the verdict jansson 2.14 gives, then 200 000 seeded random mutations of
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_valid.h"
+#include "json/json_valid.h"
 #include "unit/test_util.h"
 
 static int jansson_valid(const void *data, size_t len)

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "kafka.h"
-#include "stall.h"
-#include "log.h"
+#include "config/config.h"
+#include "kafka/kafka.h"
+#include "runtime/stall.h"
+#include "base/log.h"
 #include "unit/test_util.h"
 
 #define PIPELINE                                                                         \

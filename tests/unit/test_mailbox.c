@@ -17,11 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "kstreams/testdriver.h"
-#include "store.h"
-#include "task.h"
-#include "topology.h"
+#include "state/store.h"
+#include "runtime/task.h"
+#include "runtime/topology.h"
 #include "unit/test_util.h"
 
 #define MB_PLUGINS_DIR KS_TEST_BUILDDIR "/plugins/.libs"

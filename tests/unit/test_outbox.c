@@ -1,13 +1,13 @@
 /*
- * test_outbox.c - engine/outbox_status.c (every pair of statuses) and
- * engine/outbox.c against a real LMDB environment under /tmp.
+ * test_outbox.c - engine/outbox/outbox_status.c (every pair of statuses) and
+ * engine/outbox/outbox.c against a real LMDB environment under /tmp.
  */
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "outbox.h"
+#include "outbox/outbox.h"
 #include "unit/test_util.h"
 
 #define S(x) KS_OUTBOX_##x

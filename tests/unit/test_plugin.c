@@ -1,5 +1,5 @@
 /*
- * test_plugin.c - the plugin loader (engine/plugin.c) against the test
+ * test_plugin.c - the plugin loader (engine/loader/plugin.c) against the test
  * plugins of tests/plugins/: one good build and one build per refusal.
  *
  * Every refusal is checked by its exact message and by the copy directory
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plugin.h"
+#include "loader/plugin.h"
 #include "unit/suites.h"
 #include "unit/test_util.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_query.c - `kstreams query` (engine/cli_query.c) on the state
+ * test_query.c - `kstreams query` (engine/cli/cli_query.c) on the state
  * directory of a stopped instance. The state is made without a broker by
  * the test driver running the same pipeline with the same state_dir, as
  * the engine would leave it (STATE_DIR/<application>/task-<P>/).
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli_help.h"
-#include "cli_query.h"
+#include "cli/cli_help.h"
+#include "cli/cli_query.h"
 #include "kstreams/testdriver.h"
 #include "unit/test_util.h"
 

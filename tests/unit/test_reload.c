@@ -15,10 +15,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "plugin.h"
-#include "reload.h"
-#include "task.h"
-#include "topology.h"
+#include "loader/plugin.h"
+#include "runtime/reload.h"
+#include "runtime/task.h"
+#include "runtime/topology.h"
 #include "unit/test_util.h"
 
 #define BUILD(name) KS_TEST_BUILDDIR "/tests/plugins/.libs/" name ".so"

@@ -1,5 +1,5 @@
 /*
- * test_repartition.c - repartition topics (engine/repartition.c,
+ * test_repartition.c - repartition topics (engine/runtime/repartition.c,
  * docs/repartition.md): where the topology inserts them and how it splits
  * into sub-topologies (ks_topology_build on YAML text), and records going
  * through them in the test driver: counted per new key by the task of the
@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "config/config.h"
 #include "kstreams/testdriver.h"
-#include "repartition.h"
-#include "task.h"
-#include "topology.h"
+#include "runtime/repartition.h"
+#include "runtime/task.h"
+#include "runtime/topology.h"
 #include "unit/test_util.h"
 
 #define PLUGINS KS_TEST_BUILDDIR "/plugins/.libs"

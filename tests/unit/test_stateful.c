@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "config.h"
-#include "store.h"
-#include "task.h"
-#include "topology.h"
+#include "config/config.h"
+#include "state/store.h"
+#include "runtime/task.h"
+#include "runtime/topology.h"
 #include "unit/test_util.h"
 
 #define PLUGINS_DIR KS_TEST_BUILDDIR "/plugins/.libs"

@@ -1,5 +1,5 @@
 /*
- * test_store.c - engine/store.c against real LMDB files in a mkdtemp
+ * test_store.c - engine/state/store.c against real LMDB files in a mkdtemp
  * directory under /tmp.
  */
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "store.h"
+#include "state/store.h"
 #include "unit/test_util.h"
 
 #define MiB (1024u * 1024u)

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../plugins/window.h"
-#include "config.h"
-#include "store.h"
-#include "task.h"
-#include "topology.h"
+#include "window/window_core.h"
+#include "config/config.h"
+#include "state/store.h"
+#include "runtime/task.h"
+#include "runtime/topology.h"
 #include "unit/test_util.h"
 #include "window_ref.h"
 

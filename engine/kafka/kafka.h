@@ -1,0 +1,54 @@
+/*
+ * kafka.h - librdkafka set-up shared by workers and tools: the base
+ * configuration every client gets, metadata look-ups, and topic creation
+ * through the admin API.
+ */
+#ifndef KS_KAFKA_H
+#define KS_KAFKA_H
+
+#include <librdkafka/rdkafka.h>
+
+#include "config/config.h"
+
+/* librdkafka's log callback, set on every conf ks_kafka_conf makes: one
+ * line of the engine's log ("[librdkafka] rdkafka#producer-1 FAC: text"),
+ * syslog level 0..3 as ERROR, 4 WARN, 5..6 INFO, 7 DEBUG; so KS_LOG_LEVEL
+ * and KS_LOG_JSON apply to librdkafka's lines too. Any thread. */
+void ks_kafka_log_line(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
+/* Base config for a client of `type`: bootstrap servers, the settings that
+ * matter for speed and correctness (kafka.c says which), then `defaults`
+ * (NULL-terminated name, value pairs; may be NULL), then the pipeline's
+ * `kafka.properties` that apply to `type` (librdkafka's C/P scope: a
+ * consumer-only property is not given to producers and the other way
+ * round), then `forced` (pairs the engine's guarantees depend on; may be
+ * NULL). Returns a new conf owned by the caller, or NULL with err set. */
+rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, rd_kafka_type_t type,
+                               const char *const *defaults, const char *const *forced,
+                               char *err, size_t errlen);
+
+/* Set one property; returns 0 or -1 with err "name=value: reason". */
+int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value,
+                 char *err, size_t errlen);
+
+/* A producer for admin and metadata calls. NULL with err on failure. */
+rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen);
+
+/* A read_committed consumer in group `<application>-<suffix>` that commits
+ * nothing by itself (no auto commit, no auto offset store) and starts at
+ * the earliest offset: the outbox's side consumers. `on_rebalance` may be
+ * NULL (assign-only use); `opaque` is passed to it. Returns a new client
+ * owned by the caller, or NULL with err naming `what`. */
+rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
+                                   void (*on_rebalance)(rd_kafka_t *, rd_kafka_resp_err_t,
+                                                        rd_kafka_topic_partition_list_t *,
+                                                        void *),
+                                   void *opaque, const char *what, char *err,
+                                   size_t errlen);
+
+/* Partition count of `topic`: > 0, 0 when the topic does not exist, -1 on
+ * error (err set). */
+int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms,
+                             char *err, size_t errlen);
+
+#endif /* KS_KAFKA_H */

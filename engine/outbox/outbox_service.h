@@ -1,0 +1,40 @@
+/*
+ * outbox_service.h - the outbox of a pipeline as one unit the engine
+ * starts and stops: the LMDB outbox (<state_dir>/<application>/outbox),
+ * its HTTP endpoint, its dispatcher thread and the consumers of its
+ * requests (events from processors) and results (from the mailbox).
+ */
+#ifndef KS_OUTBOX_SERVICE_H
+#define KS_OUTBOX_SERVICE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "config/config.h"
+#include "http/metrics.h"
+
+typedef struct ks_outbox_service ks_outbox_service;
+
+/* Open the outbox and start serving and dispatching for p->outbox (which
+ * must be set). Needs no Kafka. `p` and `metrics` (NULL: none) are
+ * borrowed until stop. 0, or a negative ks_err with err. */
+int ks_outbox_service_start(const ks_pipeline *p, ks_metrics *metrics, ks_outbox_service **out,
+                            char *err, size_t errlen);
+
+/* Stop the endpoint, then the dispatcher (its batch finishes), then close
+ * the outbox. NULL is fine. */
+void ks_outbox_service_stop(ks_outbox_service *s);
+
+/* Directory of the outbox environment of p: <state_dir>/<application>/outbox. */
+void ks_outbox_dir(const ks_pipeline *p, char *buf, size_t len);
+
+/*
+ * `kstreams outbox-status FILE [ID]`: argv[0] is "outbox-status". With ID
+ * print the event's row as one JSON object; without, the number of rows
+ * per status. Reads the outbox read-only (the engine may be running).
+ * Returns the exit code: 0, 2 invalid pipeline (or no `outbox:`), 3 no
+ * such event or no outbox yet, 64 usage.
+ */
+int ks_outbox_status_cli(int argc, char **argv, FILE *out, FILE *err);
+
+#endif /* KS_OUTBOX_SERVICE_H */

@@ -1,0 +1,899 @@
+/*
+ * reload.c - hot deploy (see reload.h for the protocol).
+ *
+ * Owns: the reload thread, the inotify watches, the pid file, the status
+ * document, and the generation in progress (new build, its per-node
+ * bindings, the old build until it is unloaded).
+ *
+ * Invariants:
+ *  - At most one generation exists; the next starts only when the last one
+ *    is finished (swapped everywhere, or refused and every prepared
+ *    instance closed).
+ *  - Topology nodes' plugin/ptype/fns change only at commit, by this
+ *    thread, with atomic stores; tasks read them atomically when they
+ *    create instances (task.c), so a new task gets one build or the other,
+ *    and ks_reload_task_opened / the boundary swap fix the old one.
+ *  - The old build is closed only when every worker acknowledged the swap
+ *    at a boundary after the commit: from then on no instance, timer or
+ *    named-function pointer of it is left in any task.
+ * Thread: the reload thread runs the generation; workers only set their
+ * own per-worker slot under `lock`.
+ */
+#include "runtime/reload.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "base/log.h"
+#include "http/metrics.h"
+#include "runtime/status.h"
+
+#define WHERE "reload"
+#define PREPARE_TIMEOUT_MS 60000
+
+enum gen_state { GEN_PREPARING, GEN_COMMITTED, GEN_FAILED };
+
+/* per worker progress in a generation */
+enum { W_IDLE = 0, W_BUSY, W_READY, W_FAILED, W_DISCARDED, W_SWAPPED };
+
+typedef struct gen {
+    enum gen_state state;
+    size_t slot;           /* index in topo->plugins */
+    ks_plugin *old_pl, *new_pl;
+    ks_node_build *builds; /* per node; ptype NULL: node not affected */
+    ks_topo_fn **new_fns;  /* per node; owned until commit */
+    ks_topo_fn **old_fns;  /* per node; owned after commit */
+    int *worker;           /* W_* per worker */
+    int64_t started_ms;
+    char error[1024];
+} gen;
+
+typedef struct watched {
+    char *path;    /* as in the topology; owned (builds come and go) */
+    char base[256];
+    int wd;
+    int dirty;
+    int requested;
+    int64_t last_event_ms;
+    off_t size;
+    int64_t mtime_ns;
+    char last_error[1024]; /* of the last refused build; "" after a swap */
+} watched;
+
+struct ks_reload {
+    ks_engine *eng;
+    ks_topology *topo;
+    const ks_host_api *api;
+    char copy_dir[4096];
+    char pid_path[4096];
+    int workers;
+    ks_status *status;
+    int ifd;
+    watched *files; /* one per topo->plugins entry */
+    size_t file_count;
+    sig_atomic_t seen_hup;
+    pthread_t thread;
+    int running;
+    volatile int stop;
+    pthread_mutex_t lock;
+    gen *g;
+    long attempts, swapped, refused;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static json_t *iso_time(time_t t)
+{
+    char buf[64];
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return json_string(buf);
+}
+
+/* ---- status ------------------------------------------------------------- */
+
+static watched *file_of(ks_reload *rl, const ks_plugin *pl)
+{
+    for (size_t i = 0; i < rl->file_count; i++)
+        if (rl->topo->plugins[i] == pl)
+            return &rl->files[i];
+    return NULL;
+}
+
+/* "processors": per node, the build it runs and its plugin's last error. */
+static void status_processors(ks_reload *rl)
+{
+    for (size_t i = 0; i < rl->topo->node_count; i++) {
+        const ks_topo_node *n = &rl->topo->nodes[i];
+        if (n->kind != KS_NODE_PROCESSOR)
+            continue;
+        const ks_plugin *pl = n->plugin;
+        const watched *w = file_of(rl, pl);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:I}", "type", n->cfg->type,
+                              "plugin", pl->desc->name, "version", pl->desc->version,
+                              "build_id", pl->desc->build_id, "path", pl->path, "copy",
+                              pl->copy_path, "loaded_at", iso_time(pl->loaded_at),
+                              "state_version", (json_int_t)n->ptype->state_version);
+        if (o)
+            json_object_set_new(o, "last_reload_error",
+                                w && w->last_error[0] ? json_string(w->last_error)
+                                                      : json_null());
+        ks_status_set(rl->status, "processors", n->name, o);
+    }
+}
+
+static void status_reload(ks_reload *rl, const char *file, const char *result,
+                          const char *build, const char *error)
+{
+    ks_status_set(rl->status, "reload", "attempts", json_integer(rl->attempts));
+    ks_status_set(rl->status, "reload", "swapped", json_integer(rl->swapped));
+    ks_status_set(rl->status, "reload", "refused", json_integer(rl->refused));
+    ks_status_set(rl->status, "reload", "in_progress", json_boolean(rl->g != NULL));
+    if (file) {
+        json_t *last = json_pack("{s:s, s:s, s:o}", "file", file, "result", result, "at",
+                                 iso_time(time(NULL)));
+        if (build)
+            json_object_set_new(last, "build_id", json_string(build));
+        if (error)
+            json_object_set_new(last, "error", json_string(error));
+        ks_status_set(rl->status, "reload", "last", last);
+    }
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
+/* ---- generations ------------------------------------------------------- */
+
+static void gen_free(ks_reload *rl, gen *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; g->new_fns && i < rl->topo->node_count; i++)
+        free(g->new_fns[i]);
+    for (size_t i = 0; g->old_fns && i < rl->topo->node_count; i++)
+        free(g->old_fns[i]);
+    free(g->new_fns);
+    free(g->old_fns);
+    free(g->builds);
+    free(g->worker);
+    free(g);
+}
+
+/* Refuse the build of file `f`: log, record, count. */
+static void refuse(ks_reload *rl, watched *f, const char *why)
+{
+    ks_error(WHERE, "%s: new build refused, the running build stays: %s", f->path, why);
+    snprintf(f->last_error, sizeof f->last_error, "%s", why);
+    rl->refused++;
+    ks_metrics_add(rl->eng->metrics, "kstreams_reload_failures_total", "", 1);
+    status_processors(rl);
+    status_reload(rl, f->path, "refused", NULL, why);
+}
+
+/* Same name, processor types, functions, config and state versions. */
+static int validate_build(ks_reload *rl, gen *g, char *err, size_t errlen)
+{
+    const ks_plugin_descriptor *od = g->old_pl->desc, *nd = g->new_pl->desc;
+    if (strcmp(od->name, nd->name) != 0) {
+        snprintf(err, errlen, "the new build calls itself '%s', the running one is '%s'",
+                 nd->name, od->name);
+        return -1;
+    }
+    for (size_t i = 0; i < rl->topo->node_count; i++) {
+        const ks_topo_node *n = &rl->topo->nodes[i];
+        const ks_processor_type *pt;
+        int rc = ks_topology_prepare_swap(n, g->new_pl, &pt, &g->new_fns[i], err, errlen);
+        if (rc < 0)
+            return -1;
+        if (rc == 0)
+            continue;
+        if (pt->state_version < n->ptype->state_version) {
+            snprintf(err, errlen,
+                     "node '%s': type '%s' writes state version %u, older than the %u the "
+                     "stores are in: kstreams does not downgrade state",
+                     n->name, n->cfg->type, (unsigned)pt->state_version,
+                     (unsigned)n->ptype->state_version);
+            return -1;
+        }
+        if (pt->state_version != n->ptype->state_version && !pt->migrate) {
+            snprintf(err, errlen,
+                     "node '%s': type '%s' writes state version %u, the running build %u, "
+                     "and the new build has no migrate()",
+                     n->name, n->cfg->type, (unsigned)pt->state_version,
+                     (unsigned)n->ptype->state_version);
+            return -1;
+        }
+        g->builds[i] = (ks_node_build){.plugin = n->plugin == g->old_pl ? g->new_pl : n->plugin,
+                                       .ptype = pt,
+                                       .fns = g->new_fns[i],
+                                       .fn_count = n->fn_count};
+    }
+    return 0;
+}
+
+/* Load and validate the build at f->path as a new generation. 0 when it
+ * started (or the file holds the running build), -1 when refused. */
+static int gen_start(ks_reload *rl, size_t slot)
+{
+    watched *f = &rl->files[slot];
+    ks_plugin *old_pl = rl->topo->plugins[slot];
+    ks_plugin *pl = NULL;
+    char err[1536];
+    rl->attempts++;
+    if (ks_plugin_open(f->path, rl->copy_dir, rl->api, &pl, err, sizeof err) != 0) {
+        refuse(rl, f, err);
+        return -1;
+    }
+    if (strcmp(pl->desc->build_id, old_pl->desc->build_id) == 0) {
+        ks_info(WHERE, "%s: build %s is already running; nothing to do", f->path,
+                pl->desc->build_id);
+        ks_plugin_close(pl);
+        status_reload(rl, f->path, "unchanged", old_pl->desc->build_id, NULL);
+        return 0;
+    }
+    gen *g = calloc(1, sizeof *g);
+    size_t nn = rl->topo->node_count + 1;
+    if (!g || !(g->builds = calloc(nn, sizeof *g->builds)) ||
+        !(g->new_fns = calloc(nn, sizeof *g->new_fns)) ||
+        !(g->old_fns = calloc(nn, sizeof *g->old_fns)) ||
+        !(g->worker = calloc((size_t)rl->workers + 1, sizeof *g->worker))) {
+        gen_free(rl, g);
+        ks_plugin_close(pl);
+        refuse(rl, f, "out of memory");
+        return -1;
+    }
+    g->slot = slot;
+    g->old_pl = old_pl;
+    g->new_pl = pl;
+    if (validate_build(rl, g, err, sizeof err) != 0) {
+        char why[2048];
+        snprintf(why, sizeof why, "%s (build %s)", err, pl->desc->build_id);
+        gen_free(rl, g);
+        ks_plugin_close(pl);
+        refuse(rl, f, why);
+        return -1;
+    }
+    g->started_ms = mono_ms();
+    ks_info(WHERE, "%s: build %s (%s) loaded from %s; workers prepare it at their next commit",
+            f->path, pl->desc->build_id, pl->desc->version, pl->copy_path);
+    pthread_mutex_lock(&rl->lock);
+    rl->g = g;
+    pthread_mutex_unlock(&rl->lock);
+    status_reload(rl, NULL, NULL, NULL, NULL);
+    return 0;
+}
+
+/* All workers prepared: publish the new bindings for tasks created from
+ * now on (atomic stores; task.c loads them atomically). */
+static void gen_commit(ks_reload *rl, gen *g)
+{
+    for (size_t i = 0; i < rl->topo->node_count; i++) {
+        ks_topo_node *n = &rl->topo->nodes[i];
+        if (!g->builds[i].ptype)
+            continue;
+        g->old_fns[i] = n->fns;
+        __atomic_store_n(&n->fns, g->new_fns[i], __ATOMIC_RELEASE);
+        g->new_fns[i] = NULL; /* the topology owns it now */
+        __atomic_store_n(&n->ptype, g->builds[i].ptype, __ATOMIC_RELEASE);
+        __atomic_store_n(&n->plugin, g->builds[i].plugin, __ATOMIC_RELEASE);
+    }
+    rl->topo->plugins[g->slot] = g->new_pl; /* topology frees it at the end */
+    pthread_mutex_lock(&rl->lock);
+    g->state = GEN_COMMITTED;
+    pthread_mutex_unlock(&rl->lock);
+    ks_info(WHERE, "build %s of plugin %s prepared on every task (%lld ms); workers swap "
+            "at their next commit", g->new_pl->desc->build_id, g->new_pl->desc->name,
+            (long long)(mono_ms() - g->started_ms));
+}
+
+/* Is `path` still mapped into this process? (/proc/self/maps) */
+static int still_mapped(const char *path)
+{
+    FILE *m = fopen("/proc/self/maps", "r");
+    if (!m)
+        return -1;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, m))
+        found = strstr(line, path) != NULL;
+    fclose(m);
+    return found;
+}
+
+/* Every worker swapped: unload the old build and show that it is gone. */
+static void gen_finish(ks_reload *rl, gen *g)
+{
+    watched *f = &rl->files[g->slot];
+    char copy[4096], old_build[256];
+    snprintf(copy, sizeof copy, "%s", g->old_pl->copy_path);
+    snprintf(old_build, sizeof old_build, "%s", g->old_pl->desc->build_id);
+    ks_plugin_close(g->old_pl);
+    int mapped = still_mapped(copy);
+    if (mapped == 0)
+        ks_info(WHERE, "unloaded build %s (copy %s): no longer mapped", old_build, copy);
+    else
+        ks_warn(WHERE, "closed build %s (copy %s) but it is still mapped (a plugin left "
+                "something registered?)", old_build, copy);
+    ks_info(WHERE, "%s: swapped to build %s on every task in %lld ms", f->path,
+            g->new_pl->desc->build_id, (long long)(mono_ms() - g->started_ms));
+    f->last_error[0] = '\0';
+    rl->swapped++;
+    ks_metrics_add(rl->eng->metrics, "kstreams_reloads_total", "", 1);
+    const char *build = g->new_pl->desc->build_id;
+    pthread_mutex_lock(&rl->lock);
+    rl->g = NULL;
+    pthread_mutex_unlock(&rl->lock);
+    status_processors(rl);
+    status_reload(rl, f->path, "swapped", build, NULL);
+    gen_free(rl, g);
+}
+
+/* Drive the generation one step. */
+static void gen_step(ks_reload *rl)
+{
+    gen *g = rl->g;
+    if (!g)
+        return;
+    int ready = 0, failed = 0, busy = 0, swapped = 0;
+    pthread_mutex_lock(&rl->lock);
+    for (int w = 0; w < rl->workers; w++) {
+        ready += g->worker[w] == W_READY;
+        failed += g->worker[w] == W_FAILED;
+        busy += g->worker[w] == W_BUSY;
+        swapped += g->worker[w] == W_SWAPPED;
+    }
+    enum gen_state st = g->state;
+    if (st == GEN_PREPARING &&
+        (failed || mono_ms() - g->started_ms > PREPARE_TIMEOUT_MS)) {
+        if (!failed)
+            snprintf(g->error, sizeof g->error,
+                     "workers did not reach a commit boundary within %d s",
+                     PREPARE_TIMEOUT_MS / 1000);
+        g->state = st = GEN_FAILED;
+    }
+    pthread_mutex_unlock(&rl->lock);
+    if (st == GEN_PREPARING && ready == rl->workers)
+        gen_commit(rl, g);
+    else if (st == GEN_COMMITTED && swapped == rl->workers)
+        gen_finish(rl, g);
+    else if (st == GEN_FAILED && !busy && !ready) {
+        /* every prepared instance is closed: the new build can go */
+        watched *f = &rl->files[g->slot];
+        char why[2048];
+        snprintf(why, sizeof why, "%s (build %s)", g->error, g->new_pl->desc->build_id);
+        ks_plugin_close(g->new_pl);
+        pthread_mutex_lock(&rl->lock);
+        rl->g = NULL;
+        pthread_mutex_unlock(&rl->lock);
+        gen_free(rl, g);
+        refuse(rl, f, why);
+    }
+}
+
+/* ---- worker side --------------------------------------------------------- */
+
+/* Prepare new instances of every affected node of `task`. */
+static int prepare_task(gen *g, const ks_topology *topo, ks_task *task, char *err,
+                        size_t errlen)
+{
+    for (size_t i = 0; i < topo->node_count; i++) {
+        if (!g->builds[i].ptype)
+            continue;
+        const struct ks_ctx *live = ks_task_live(task, (int)i);
+        if (live && live->build.ptype == g->builds[i].ptype &&
+            live->build.fns == g->builds[i].fns)
+            continue; /* created on the new build already */
+        const struct ks_ctx *next = task->next[i];
+        if (next && next->build.ptype == g->builds[i].ptype &&
+            next->build.fns == g->builds[i].fns)
+            continue; /* prepared already */
+        uint32_t from = live ? live->build.ptype->state_version
+                             : g->builds[i].ptype->state_version;
+        if (ks_task_prepare_node(task, &topo->nodes[i], &g->builds[i], from, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Swap every affected node of `task`, preparing what is not prepared yet
+ * (tasks opened after this worker prepared). */
+static int swap_task(ks_reload *rl, gen *g, ks_task *task)
+{
+    char err[1024];
+    if (prepare_task(g, rl->topo, task, err, sizeof err) != 0) {
+        ks_error(WHERE, "%s", err);
+        return -1;
+    }
+    for (size_t i = 0; i < rl->topo->node_count; i++)
+        if (g->builds[i].ptype)
+            ks_task_swap_node(task, (int)i);
+    return 0;
+}
+
+void ks_reload_at_boundary(ks_reload *rl, int worker, ks_task **tasks, int32_t n)
+{
+    if (!rl || worker < 0 || worker >= rl->workers)
+        return;
+    pthread_mutex_lock(&rl->lock);
+    gen *g = rl->g;
+    int st = g ? (int)g->state : -1, mine = g ? g->worker[worker] : 0;
+    if (g && st == GEN_PREPARING && mine == W_IDLE)
+        g->worker[worker] = W_BUSY;
+    pthread_mutex_unlock(&rl->lock);
+    if (!g)
+        return;
+    int64_t t0 = mono_us();
+    if (st == GEN_PREPARING && mine == W_IDLE) {
+        char err[1024] = "";
+        int rc = 0;
+        for (int32_t p = 0; p < n && rc == 0; p++)
+            if (tasks[p])
+                rc = prepare_task(g, rl->topo, tasks[p], err, sizeof err);
+        pthread_mutex_lock(&rl->lock);
+        g->worker[worker] = rc == 0 ? W_READY : W_FAILED;
+        if (rc != 0) { /* refused for everyone: others discard at their boundary */
+            g->state = GEN_FAILED;
+            if (!g->error[0])
+                snprintf(g->error, sizeof g->error, "%s", err);
+        }
+        pthread_mutex_unlock(&rl->lock);
+        if (rc != 0) { /* drop what this worker prepared at once */
+            st = GEN_FAILED, mine = W_FAILED;
+        } else {
+            /* the time this worker's records waited: the pause of step 2 */
+            ks_info(WHERE, "worker-%d: new instances prepared in %.3f ms", worker,
+                    (double)(mono_us() - t0) / 1000.0);
+            return;
+        }
+    }
+    if (st == GEN_FAILED && (mine == W_READY || mine == W_FAILED)) {
+        for (int32_t p = 0; p < n; p++)
+            if (tasks[p])
+                ks_task_discard_prepared(tasks[p]);
+        pthread_mutex_lock(&rl->lock);
+        g->worker[worker] = W_DISCARDED;
+        pthread_mutex_unlock(&rl->lock);
+        return;
+    }
+    if (st == GEN_COMMITTED && mine != W_SWAPPED) {
+        for (int32_t p = 0; p < n; p++) {
+            if (tasks[p] && swap_task(rl, g, tasks[p]) != 0) {
+                ks_engine_stop(rl->eng, 1,
+                               "hot deploy: a task could not start the accepted build "
+                               "(see the log); restart to run it");
+                return;
+            }
+        }
+        pthread_mutex_lock(&rl->lock);
+        g->worker[worker] = W_SWAPPED;
+        pthread_mutex_unlock(&rl->lock);
+        ks_info(WHERE, "worker-%d: swapped in %.3f ms", worker,
+                (double)(mono_us() - t0) / 1000.0);
+    }
+}
+
+void ks_reload_task_opened(ks_reload *rl, int worker, ks_task *task)
+{
+    if (!rl || worker < 0 || worker >= rl->workers)
+        return;
+    pthread_mutex_lock(&rl->lock);
+    gen *g = rl->g;
+    int committed = g && g->state == GEN_COMMITTED;
+    pthread_mutex_unlock(&rl->lock);
+    if (committed && swap_task(rl, g, task) != 0)
+        ks_engine_stop(rl->eng, 1,
+                       "hot deploy: a new task could not start the accepted build (see the "
+                       "log); restart to run it");
+}
+
+/* ---- watching files ------------------------------------------------------ */
+
+static void file_stat(const char *path, off_t *size, int64_t *mtime_ns)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        *size = -1;
+        *mtime_ns = -1;
+        return;
+    }
+    *size = sb.st_size;
+    *mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+}
+
+static int add_watches(ks_reload *rl, char *err, size_t errlen)
+{
+    rl->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (rl->ifd < 0) {
+        snprintf(err, errlen, "inotify: %s", strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < rl->file_count; i++) {
+        watched *f = &rl->files[i];
+        char dir[4096];
+        const char *slash = strrchr(f->path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - f->path) : 1,
+                 slash ? f->path : ".");
+        if (slash && slash == f->path)
+            snprintf(dir, sizeof dir, "/");
+        snprintf(f->base, sizeof f->base, "%s", slash ? slash + 1 : f->path);
+        /* one watch per directory: inotify returns the same wd for it */
+        f->wd = inotify_add_watch(rl->ifd, dir,
+                                  IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY |
+                                      IN_ATTRIB);
+        if (f->wd < 0) {
+            snprintf(err, errlen, "%s: cannot watch: %s", dir, strerror(errno));
+            return -1;
+        }
+        file_stat(f->path, &f->size, &f->mtime_ns);
+    }
+    return 0;
+}
+
+/* Read inotify events; mark the files they name as dirty. */
+static void read_events(ks_reload *rl)
+{
+    char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
+    for (;;) {
+        ssize_t len = read(rl->ifd, buf, sizeof buf);
+        if (len <= 0)
+            return;
+        for (char *p = buf; p < buf + len;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            for (size_t i = 0; ev->len && i < rl->file_count; i++) {
+                watched *f = &rl->files[i];
+                if (f->wd == ev->wd && strcmp(f->base, ev->name) == 0) {
+                    f->dirty = 1;
+                    f->last_event_ms = mono_ms();
+                }
+            }
+            p += sizeof *ev + ev->len;
+        }
+    }
+}
+
+/* A dirty file that stayed quiet and unchanged for the settle time is
+ * requested; one still being written waits. */
+static void settle(ks_reload *rl)
+{
+    int64_t now = mono_ms();
+    for (size_t i = 0; i < rl->file_count; i++) {
+        watched *f = &rl->files[i];
+        if (!f->dirty || now - f->last_event_ms < KS_RELOAD_SETTLE_MS)
+            continue;
+        off_t size;
+        int64_t mtime;
+        file_stat(f->path, &size, &mtime);
+        if (size < 0)
+            continue; /* gone (being replaced): wait for its next event */
+        f->dirty = 0;
+        if (size == f->size && mtime == f->mtime_ns)
+            continue; /* e.g. a chmod, or written back unchanged */
+        f->size = size;
+        f->mtime_ns = mtime;
+        if (rl->g)
+            ks_info(WHERE, "%s changed: reload queued behind the one in progress", f->path);
+        f->requested = 1;
+    }
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+static void *reload_main(void *arg)
+{
+    ks_reload *rl = arg;
+    while (!rl->stop) {
+        struct pollfd pfd = {.fd = rl->ifd, .events = POLLIN};
+        if (poll(&pfd, 1, rl->g ? 10 : 100) > 0)
+            read_events(rl);
+        settle(rl);
+        sig_atomic_t hup = ks_signal_reload;
+        if (hup != rl->seen_hup) {
+            rl->seen_hup = hup;
+            ks_info(WHERE, "SIGHUP: reloading every plugin file%s",
+                    rl->g ? " (queued behind the reload in progress)" : "");
+            for (size_t i = 0; i < rl->file_count; i++)
+                rl->files[i].requested = 1;
+        }
+        gen_step(rl);
+        for (size_t i = 0; !rl->g && i < rl->file_count; i++) {
+            if (!rl->files[i].requested)
+                continue;
+            rl->files[i].requested = 0;
+            gen_start(rl, i);
+        }
+    }
+    return NULL;
+}
+
+static int write_pid(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir,
+                    ks_reload **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    ks_reload *rl = calloc(1, sizeof *rl);
+    if (!rl) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const ks_pipeline *p = eng->topo->pipeline;
+    rl->eng = eng;
+    rl->topo = eng->topo;
+    rl->api = api;
+    rl->workers = p->workers;
+    rl->ifd = -1;
+    rl->seen_hup = ks_signal_reload;
+    pthread_mutex_init(&rl->lock, NULL);
+    snprintf(rl->copy_dir, sizeof rl->copy_dir, "%s", copy_dir);
+    snprintf(rl->pid_path, sizeof rl->pid_path, "%s/%s/kstreams.pid", p->state_dir,
+             p->application);
+    char status_path[4200];
+    snprintf(status_path, sizeof status_path, "%s/%s/status.json", p->state_dir,
+             p->application);
+    rl->file_count = rl->topo->plugin_count;
+    rl->files = calloc(rl->file_count + 1, sizeof *rl->files);
+    rl->status = ks_status_new(status_path);
+    if (!rl->files || !rl->status) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < rl->file_count; i++)
+        if (!(rl->files[i].path = strdup(rl->topo->plugins[i]->path))) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+    if (add_watches(rl, err, errlen) != 0 || write_pid(rl->pid_path, err, errlen) != 0)
+        goto fail;
+    status_processors(rl);
+    status_reload(rl, NULL, NULL, NULL, NULL);
+    if (pthread_create(&rl->thread, NULL, reload_main, rl) != 0) {
+        snprintf(err, errlen, "cannot start the reload thread: %s", strerror(errno));
+        goto fail;
+    }
+    rl->running = 1;
+    *out = rl;
+    return 0;
+fail:
+    ks_reload_free(rl);
+    return -1;
+}
+
+void ks_reload_note_crash(ks_reload *rl, const char *line)
+{
+    if (!rl)
+        return;
+    ks_status_set(rl->status, "crash", "previous_run", json_string(line));
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
+void ks_reload_note_versions(ks_reload *rl, ks_task *task)
+{
+    if (!rl || !task->dbs)
+        return;
+    json_t *o = json_object();
+    for (size_t i = 0; o && i < rl->topo->node_count; i++) {
+        const ks_topo_node *n = &rl->topo->nodes[i];
+        if (n->kind != KS_NODE_PROCESSOR || n->store_count == 0)
+            continue;
+        uint32_t v;
+        json_object_set_new(o, n->name,
+                            ks_store_version_get(task->dbs[n->stores[0]], &v) == 0
+                                ? json_integer((json_int_t)v)
+                                : json_null());
+    }
+    ks_store_read_end(task->env);
+    ks_status_set(rl->status, "state_versions", task->where, o);
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
+void ks_reload_forget_task(ks_reload *rl, const char *where)
+{
+    if (!rl)
+        return;
+    ks_status_set(rl->status, "state_versions", where, NULL);
+    char err[512];
+    if (ks_status_write(rl->status, err, sizeof err) != 0)
+        ks_warn(WHERE, "%s", err);
+}
+
+void ks_reload_stop(ks_reload *rl)
+{
+    if (!rl || !rl->running)
+        return;
+    rl->stop = 1;
+    pthread_join(rl->thread, NULL);
+    rl->running = 0;
+}
+
+void ks_reload_free(ks_reload *rl)
+{
+    if (!rl)
+        return;
+    ks_reload_stop(rl);
+    gen *g = rl->g;
+    if (g) {
+        /* the workers are gone: close whichever build the topology no
+         * longer holds (the topology closes the other) */
+        if (g->state == GEN_COMMITTED)
+            ks_plugin_close(g->old_pl);
+        else
+            ks_plugin_close(g->new_pl);
+        gen_free(rl, g);
+    }
+    if (rl->ifd >= 0)
+        close(rl->ifd);
+    if (rl->pid_path[0])
+        unlink(rl->pid_path);
+    ks_status_free(rl->status);
+    for (size_t i = 0; rl->files && i < rl->file_count; i++)
+        free(rl->files[i].path);
+    free(rl->files);
+    pthread_mutex_destroy(&rl->lock);
+    free(rl);
+}
+
+/* ---- the command line ------------------------------------------------------ */
+
+static int app_paths(const char *file, char *pid_path, char *status_path, size_t len,
+                     FILE *errf)
+{
+    char err[2048];
+    ks_pipeline *p = NULL;
+    if (ks_pipeline_load(file, &p, err, sizeof err) != 0) {
+        fprintf(errf, "%s\n", err);
+        return -1;
+    }
+    snprintf(pid_path, len, "%s/%s/kstreams.pid", p->state_dir, p->application);
+    snprintf(status_path, len, "%s/%s/status.json", p->state_dir, p->application);
+    ks_pipeline_free(p);
+    return 0;
+}
+
+static long status_attempts(const char *path)
+{
+    json_t *doc = NULL;
+    char err[512];
+    if (ks_status_read(path, &doc, err, sizeof err) != 0)
+        return -1;
+    long n = (long)json_integer_value(json_object_get(json_object_get(doc, "reload"),
+                                                      "attempts"));
+    int busy = json_is_true(json_object_get(json_object_get(doc, "reload"), "in_progress"));
+    json_decref(doc);
+    return busy ? -2 : n;
+}
+
+/* The pid of the engine that wrote pid_path, and whether it still runs:
+ * 1 alive (*pid set), 0 not running (no pid file: *pid 0; a pid that is
+ * gone, as after kill -9: *pid set). kill(pid, 0) decides, as SIGHUP does
+ * for `reload`; EPERM means a process of another user runs: alive. */
+static int engine_pid(const char *pid_path, long *pid)
+{
+    *pid = 0;
+    FILE *pf = fopen(pid_path, "r");
+    long p = 0;
+    int ok = pf && fscanf(pf, "%ld", &p) == 1 && p > 0;
+    if (pf)
+        fclose(pf);
+    if (!ok)
+        return 0;
+    *pid = p;
+    return kill((pid_t)p, 0) == 0 || errno == EPERM;
+}
+
+int ks_reload_cli(const char *file, int timeout_ms, FILE *out, FILE *errf)
+{
+    char pid_path[4096], status_path[4096];
+    if (app_paths(file, pid_path, status_path, sizeof pid_path, errf) != 0)
+        return 2;
+    long pid = 0;
+    if (engine_pid(pid_path, &pid) != 1) {
+        fprintf(errf, "%s: no engine runs %s (%s)\n", pid_path, file,
+                pid ? "its pid is gone: killed?" : "no pid file");
+        return 2;
+    }
+    long before = status_attempts(status_path);
+    while (before == -2 && timeout_ms > 0) { /* a reload is in progress: wait */
+        usleep(100 * 1000);
+        timeout_ms -= 100;
+        before = status_attempts(status_path);
+    }
+    if (kill((pid_t)pid, SIGHUP) != 0) {
+        fprintf(errf, "%s: cannot signal pid %ld: %s\n", pid_path, pid, strerror(errno));
+        return 2;
+    }
+    for (int waited = 0; waited < timeout_ms; waited += 100) {
+        usleep(100 * 1000);
+        long now = status_attempts(status_path);
+        if (now >= 0 && now > before && status_attempts(status_path) >= 0) {
+            json_t *doc = NULL;
+            char err[512];
+            if (ks_status_read(status_path, &doc, err, sizeof err) != 0)
+                continue;
+            const json_t *rl = json_object_get(doc, "reload");
+            /* SIGHUP tries every plugin file: wait until all were tried */
+            if (json_is_true(json_object_get(rl, "in_progress"))) {
+                json_decref(doc);
+                continue;
+            }
+            ks_status_print(doc, out);
+            const char *res = json_string_value(json_object_get(json_object_get(rl, "last"),
+                                                                "result"));
+            int rc = res && strcmp(res, "refused") == 0 ? 1 : 0;
+            json_decref(doc);
+            return rc;
+        }
+    }
+    fprintf(errf, "%s: no reload result after %d ms (see the engine's log)\n", status_path,
+            timeout_ms);
+    return 1;
+}
+
+int ks_status_cli(const char *file, int json, FILE *out, FILE *errf)
+{
+    char pid_path[4096], status_path[4096];
+    if (app_paths(file, pid_path, status_path, sizeof pid_path, errf) != 0)
+        return 2;
+    /* status.json outlives an engine killed with -9: trust it only while
+     * the pid that wrote it runs */
+    long pid = 0;
+    if (engine_pid(pid_path, &pid) != 1) {
+        if (pid)
+            fprintf(errf, "%s: not running: pid %ld of %s is gone (killed?); %s is left "
+                          "from it\n",
+                    file, pid, pid_path, status_path);
+        else
+            fprintf(errf, "%s: not running: no pid file %s\n", file, pid_path);
+        return 2;
+    }
+    json_t *doc = NULL;
+    char err[4200];
+    if (ks_status_read(status_path, &doc, err, sizeof err) != 0) {
+        fprintf(errf, "%s\n", err);
+        return 2;
+    }
+    if (json) {
+        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        fprintf(out, "%s\n", text ? text : "{}");
+        free(text);
+    } else {
+        ks_status_print(doc, out);
+    }
+    json_decref(doc);
+    return 0;
+}
