@@ -21,7 +21,7 @@
 #include <kstreams/kstreams.h>
 
 /* The host's limit on store keys (see store_put in kstreams.h). */
-#define KS_KEYED_KEY_MAX 500
+#define KS_KEYED_KEY_MAX KS_KEY_MAX
 
 /* Per node instance; lives in the plugin's state. */
 typedef struct ks_keyed {

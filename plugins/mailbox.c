@@ -59,7 +59,7 @@ static const ks_host_api *host;
 #define EVENT_ID_LEN 32
 #define LEDGER_PREFIX "ks.ledger/"
 #define LEDGER_HORIZON "horizon"
-#define LEDGER_KEY_MAX 500
+#define LEDGER_KEY_MAX KS_KEY_MAX
 #define OFFSET_DIGITS 20
 /* Pruning: at most once per LEDGER_PRUNE_EVERY offsets of a partition,
  * deleting at most LEDGER_PRUNE_MAX rows. At most 4 tombstones per command

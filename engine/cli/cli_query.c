@@ -43,8 +43,8 @@
 #include "config/config.h"
 #include "state/store.h"
 #include "runtime/topology.h"
+#include "state/layout.h"
 
-#define STORE_KEY_MAX 500
 
 /* A byte string given on the command line (text or hex); owned. */
 typedef struct arg_bytes {
@@ -78,7 +78,7 @@ typedef struct query {
     int64_t size, retention;
     int64_t stream_time; /* of the partition being read; INT64_MIN: none yet */
     /* sliding: the raw record times of the key being collected */
-    unsigned char cur_key[STORE_KEY_MAX];
+    unsigned char cur_key[KS_KEY_MAX];
     size_t cur_len;
     int have_cur;
     int64_t *ts;
@@ -359,7 +359,7 @@ static void emit_window(query *q, ks_bytes key, int64_t start, int64_t end, ks_b
 static int window_entry(void *arg, ks_bytes k, ks_bytes v)
 {
     query *q = arg;
-    unsigned char key[STORE_KEY_MAX];
+    unsigned char key[KS_KEY_MAX];
     size_t klen;
     int64_t times[2];
     size_t ntimes = q->kind == KS_WIN_SESSION ? 2 : 1;
@@ -437,7 +437,7 @@ static int raw_entry(void *arg, ks_bytes k, ks_bytes v)
 {
     (void)v;
     query *q = arg;
-    unsigned char key[STORE_KEY_MAX];
+    unsigned char key[KS_KEY_MAX];
     size_t klen;
     int64_t times[2];
     if (ks_win_key_decode(k.data, k.len, key, sizeof key, &klen, times, 2) != 0 ||
@@ -477,7 +477,7 @@ static int query_windows(query *q, ks_store_db *db)
         return rc;
 
     unsigned char tag = q->kind == KS_WIN_SLIDING ? KS_WIN_TAG_RAW : KS_WIN_TAG_WIN;
-    unsigned char lo[STORE_KEY_MAX], hi[STORE_KEY_MAX];
+    unsigned char lo[KS_KEY_MAX], hi[KS_KEY_MAX];
     size_t nlo = 1, nhi = 1;
     lo[0] = tag;
     hi[0] = (unsigned char)(tag + 1);
@@ -614,6 +614,13 @@ static int query_partition(query *q, const char *dir, int *missing, FILE *errf)
 }
 
 /* ---- the command -------------------------------------------------------- */
+
+static const char *key_limit_text(void)
+{
+    static char text[48];
+    snprintf(text, sizeof text, "keys have at most %d bytes", KS_KEY_MAX);
+    return text;
+}
 
 static int usage_error(FILE *errf, const char *fmt, const char *arg)
 {
@@ -802,8 +809,8 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
         USAGE("%s", "--key and a key range (--from-key, --to-key) exclude each other");
     if (key.set && key.len == 0)
         USAGE("%s", "--key needs a non-empty key");
-    if (key.len > STORE_KEY_MAX || kfrom.len > STORE_KEY_MAX || kto.len > STORE_KEY_MAX)
-        USAGE("%s", "keys have at most 500 bytes");
+    if (key.len > KS_KEY_MAX || kfrom.len > KS_KEY_MAX || kto.len > KS_KEY_MAX)
+        USAGE("%s", key_limit_text());
     if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0)
         USAGE("--format is text or json, not '%s'", format);
     if (strcmp(time_format, "iso") != 0 && strcmp(time_format, "ms") != 0)
@@ -844,8 +851,8 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
             USAGE("%s", "out of memory");
         if (to && set_text(&kto, to) != 0)
             USAGE("%s", "out of memory");
-        if (kfrom.len > STORE_KEY_MAX || kto.len > STORE_KEY_MAX)
-            USAGE("%s", "keys have at most 500 bytes");
+        if (kfrom.len > KS_KEY_MAX || kto.len > KS_KEY_MAX)
+            USAGE("%s", key_limit_text());
     } else {
         /* --from/--to: window start times */
         if (from && parse_time(from, &q.tfrom) != 0)
@@ -872,7 +879,7 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
 
     size_t nparts = 0;
     char base[4096];
-    snprintf(base, sizeof base, "%s/%s", p->state_dir, p->application);
+    ks_layout_app_dir(p->state_dir, p->application, base, sizeof base);
     if (list_partitions(base, &parts, &nparts) != 0) {
         fprintf(errf, "kstreams query: %s: no state directory (has the pipeline run with "
                       "this state_dir?)\n",
@@ -909,7 +916,7 @@ int ks_cli_query(int argc, char **argv, FILE *out, FILE *errf)
     size_t present = 0;
     for (size_t i = 0; i < nparts && exit_code == KS_EXIT_OK; i++) {
         char dir[4200];
-        snprintf(dir, sizeof dir, "%s/task-%d", base, (int)parts[i]);
+        ks_layout_task_dir(p->state_dir, p->application, parts[i], dir, sizeof dir);
         int missing = 0;
         q.partition = parts[i];
         exit_code = query_partition(&q, dir, &missing, errf);

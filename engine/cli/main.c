@@ -22,6 +22,8 @@
 #include "outbox/outbox_pg.h"
 #include "outbox/outbox_service.h"
 #include "runtime/reload.h"
+#include "base/fs.h"
+#include "state/layout.h"
 
 #define EXIT_INVALID 2
 #define EXIT_USAGE 64
@@ -104,21 +106,6 @@ static int cmd_check(const char *file, int dot, int describe)
     return rc;
 }
 
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *c = buf + 1; *c; c++) {
-        if (*c != '/')
-            continue;
-        *c = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *c = '/';
-    }
-    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
-}
-
 static int cmd_run(const char *file, const char *instance)
 {
     /* first: a SIGTERM while plugins load is a stop request, not a kill */
@@ -130,8 +117,8 @@ static int cmd_run(const char *file, const char *instance)
         return EXIT_INVALID;
     }
     char copy_dir[4096];
-    snprintf(copy_dir, sizeof copy_dir, "%s/%s/plugins", p->state_dir, p->application);
-    if (mkdir_p(copy_dir) != 0) {
+    ks_layout_plugins_dir(p->state_dir, p->application, copy_dir, sizeof copy_dir);
+    if (ks_mkdir_p(copy_dir, 0755) != 0) {
         fprintf(stderr, "%s: cannot create: %s\n", copy_dir, strerror(errno));
         ks_pipeline_free(p);
         return 1;

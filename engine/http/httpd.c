@@ -23,6 +23,7 @@
 
 #include "kstreams/kstreams.h"
 #include "base/log.h"
+#include "base/clock.h"
 
 typedef struct conn {
     struct MHD_Connection *c;
@@ -44,13 +45,6 @@ struct ks_httpd {
     unsigned long cuts, cuts_logged;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
@@ -71,7 +65,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         /* out of memory: this one connection goes without a deadline; its
          * idle timeout still holds */
         if (ci && s->n < s->cap)
-            s->conns[s->n++] = (conn){c, ci->connect_fd, mono_ms(), 0};
+            s->conns[s->n++] = (conn){c, ci->connect_fd, ks_mono_ms(), 0};
     } else {
         for (size_t i = 0; i < s->n; i++)
             if (s->conns[i].c == c) {
@@ -96,7 +90,7 @@ static void *watch(void *arg)
             until.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&s->wake, &s->lock, &until);
-        int64_t now = mono_ms();
+        int64_t now = ks_mono_ms();
         for (size_t i = 0; i < s->n; i++) {
             conn *k = &s->conns[i];
             if (!k->cut && now - k->started_ms >= s->deadline_ms) {

@@ -25,6 +25,7 @@
  * is per thread in glibc).
  */
 #include "loader/plugin.h"
+#include "base/fs.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -136,38 +137,6 @@ static const char *printable(const char *s, char buf[72])
     }
     buf[i] = '\0';
     return buf;
-}
-
-/* mkdir -p with mode 0700 for the directories it creates. */
-static int mkdir_p(const char *dir)
-{
-    size_t n = strlen(dir);
-    char *tmp = malloc(n + 1);
-    if (!tmp)
-        return -1;
-    memcpy(tmp, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (tmp[i] != '/' && tmp[i] != '\0')
-            continue;
-        char saved = tmp[i];
-        tmp[i] = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) {
-            int e = errno;
-            free(tmp);
-            errno = e;
-            return -1;
-        }
-        tmp[i] = saved;
-    }
-    free(tmp);
-    struct stat st;
-    if (stat(dir, &st) != 0)
-        return -1;
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
 }
 
 /* Rename `from` to `to` unless `to` exists (then EEXIST). */
@@ -454,7 +423,7 @@ static int write_copy(const char *path, const char *copy_dir,
     char *base = NULL, *tmp = NULL, *final = NULL;
     int fd = -1;
 
-    if (mkdir_p(copy_dir) != 0) {
+    if (ks_mkdir_p(copy_dir, 0700) != 0) {
         set_err(err, errlen, "%s: cannot create the copy directory %s: %s",
                 path, copy_dir, strerror(errno));
         return -1;

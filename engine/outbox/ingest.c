@@ -43,6 +43,14 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, json_t *ob
 
 /* `why` may echo the client's bytes (a URL segment): cleaned to valid
  * UTF-8 first, which JSON needs. */
+static const char *key_too_long_reason(void)
+{
+    static char why[80];
+    snprintf(why, sizeof why, "\"key\" must be a non-empty string of at most %d bytes",
+             KS_KEY_MAX);
+    return why;
+}
+
 static enum MHD_Result fail(struct MHD_Connection *c, unsigned code, const char *why)
 {
     char clean[1024];
@@ -75,8 +83,8 @@ static enum MHD_Result post_event(ks_http *h, struct MHD_Connection *c, const bo
     else if (!payload)
         ret = fail(c, 400, "missing \"payload\"");
     else if (key && (!json_is_string(key) || json_string_length(key) == 0 ||
-                     json_string_length(key) > 500))
-        ret = fail(c, 400, "\"key\" must be a non-empty string of at most 500 bytes");
+                     json_string_length(key) > KS_KEY_MAX))
+        ret = fail(c, 400, key_too_long_reason());
     else {
         ret = MHD_YES;
         json_object_foreach(root, k, v)

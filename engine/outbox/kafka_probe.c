@@ -11,13 +11,7 @@
 #include <kstreams/kstreams.h>
 
 #include "kafka/kafka.h"
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "base/clock.h"
 
 int ks_probe_read(rd_kafka_t *consumer, const char *topic, int32_t part, int64_t from,
                   int64_t hi, const char *header, ks_probe_hit **out, size_t *nout, char *err,
@@ -36,10 +30,10 @@ int ks_probe_read(rd_kafka_t *consumer, const char *topic, int32_t part, int64_t
     }
     size_t n = 0, cap = 0;
     ks_probe_hit *f = NULL;
-    int64_t next = from, deadline = mono_ms() + 30000;
+    int64_t next = from, deadline = ks_mono_ms() + 30000;
     int rc = 0;
     while (next < hi && rc == 0) {
-        if (mono_ms() > deadline) {
+        if (ks_mono_ms() > deadline) {
             snprintf(err, errlen, "probe %s [%d]: stuck at offset %lld of %lld", topic,
                      (int)part, (long long)next, (long long)hi);
             rc = KS_ERR_IO;

@@ -466,7 +466,7 @@ int ks_outbox_enqueue(ks_outbox *ob, const char *user, const char *topic, const 
 {
     size_t ulen = slen(user);
     if (!ob || ob->readonly || ulen == 0 || ulen > KS_OUTBOX_MAX_USER || !topic_ok(topic) ||
-        (key && (!*key || strlen(key) > 500)) || (payload_len && !payload) || !id_out)
+        (key && (!*key || strlen(key) > KS_KEY_MAX)) || (payload_len && !payload) || !id_out)
         return KS_ERR_INVALID;
     ks_outbox_event ev;
     memset(&ev, 0, sizeof ev);

@@ -35,6 +35,7 @@
 #include "outbox/kafka_probe.h"
 #include "base/log.h"
 #include "outbox/outbox_pg_sql.h"
+#include "base/clock.h"
 
 #define BATCH_MAX 100
 #define EVENT_ID_HEADER "ks.event_id"
@@ -72,13 +73,6 @@ typedef struct row {
     rd_kafka_resp_err_t err;
     int64_t offset;
 } row;
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms)
 {
@@ -225,7 +219,7 @@ static void probe_group(ks_pg_dispatcher *d, PGresult *r, const int *idx, int n)
                                          &nf, err, sizeof err) != 0)) {
         ks_warn(WHERE, "stale dispatch probe %s [%d]: %s; %d rows stay DISPATCHING", topic,
                 (int)part, err, n);
-        d->next_stale_ms = now_ms() + 1000;
+        d->next_stale_ms = ks_mono_ms() + 1000;
         return;
     }
     int hit = 0, miss = 0;
@@ -254,9 +248,9 @@ static void probe_group(ks_pg_dispatcher *d, PGresult *r, const int *idx, int n)
 
 static void resolve_stale(ks_pg_dispatcher *d)
 {
-    if (now_ms() < d->next_stale_ms)
+    if (ks_mono_ms() < d->next_stale_ms)
         return;
-    d->next_stale_ms = now_ms() + 1000;
+    d->next_stale_ms = ks_mono_ms() + 1000;
     char iv[48];
     snprintf(iv, sizeof iv, "%lld milliseconds", (long long)d->cfg->stale_after_ms);
     const char *v[] = {iv, d->cfg->topic};
@@ -523,8 +517,8 @@ static void dispatch(ks_pg_dispatcher *d, row *rows, int n)
 /* Sleep up to the poll interval, woken early by NOTIFY or stop. */
 static void wait_notify(ks_pg_dispatcher *d)
 {
-    int64_t until = now_ms() + d->cfg->poll_interval_ms;
-    while (!d->stop && now_ms() < until && pg_ok(d)) {
+    int64_t until = ks_mono_ms() + d->cfg->poll_interval_ms;
+    while (!d->stop && ks_mono_ms() < until && pg_ok(d)) {
         struct pollfd pfd = {PQsocket(d->conn), POLLIN, 0};
         if (poll(&pfd, 1, 200) > 0 && PQconsumeInput(d->conn) == 0)
             return; /* the connection broke: the loop reconnects */
@@ -542,9 +536,9 @@ static void wait_notify(ks_pg_dispatcher *d)
 static void publish_metrics(ks_pg_dispatcher *d)
 {
     /* every 10 s: the count reads the whole table, PUBLISHED rows too */
-    if (!d->metrics || now_ms() - d->metrics_ms < 10000 || !pg_ok(d))
+    if (!d->metrics || ks_mono_ms() - d->metrics_ms < 10000 || !pg_ok(d))
         return;
-    d->metrics_ms = now_ms();
+    d->metrics_ms = ks_mono_ms();
     PGresult *r = pg_exec(d, d->sql.counts, 0, NULL, PGRES_TUPLES_OK);
     char labels[512];
     double backlog = 0, total = 0;
@@ -583,7 +577,7 @@ static void *run(void *arg)
 {
     ks_pg_dispatcher *d = arg;
     long reported = 0;
-    int64_t last_report = now_ms();
+    int64_t last_report = ks_mono_ms();
     while (!d->stop) {
         if (!pg_ok(d) && pg_connect(d) != 0) {
             for (int i = 0; i < 10 && !d->stop; i++)
@@ -606,10 +600,10 @@ static void *run(void *arg)
         if (claim(d, &rows, &n) == 0 && n)
             dispatch(d, rows, n);
         rows_free(rows, n);
-        if (d->published != reported && now_ms() - last_report > 1000) {
+        if (d->published != reported && ks_mono_ms() - last_report > 1000) {
             ks_info(WHERE, "%ld events published so far", d->published);
             reported = d->published;
-            last_report = now_ms();
+            last_report = ks_mono_ms();
         }
     }
     return NULL;

@@ -18,6 +18,7 @@
 #include "outbox/outbox_pg.h"
 #include "outbox/outbox_requests.h"
 #include "outbox/outbox_results.h"
+#include "state/layout.h"
 
 struct ks_outbox_service {
     ks_outbox *ob;
@@ -57,7 +58,7 @@ void ks_pg_dispatcher_stop(ks_pg_dispatcher *d)
 
 void ks_outbox_dir(const ks_pipeline *p, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/%s/outbox", p->state_dir, p->application);
+    ks_layout_outbox_dir(p->state_dir, p->application, buf, len);
 }
 
 int ks_outbox_service_start(const ks_pipeline *p, ks_metrics *metrics, ks_outbox_service **out,

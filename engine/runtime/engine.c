@@ -17,6 +17,7 @@
 #include "runtime/crash.h"
 #include "runtime/reload.h"
 #include "runtime/worker.h"
+#include "state/layout.h"
 
 volatile sig_atomic_t ks_signal_stop = 0;
 volatile sig_atomic_t ks_signal_reload = 0;
@@ -140,14 +141,14 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     }
     /* hot deploy: started before the workers, which call into it */
     char copy_dir[4096];
-    snprintf(copy_dir, sizeof copy_dir, "%s/%s/plugins", p->state_dir, p->application);
+    ks_layout_plugins_dir(p->state_dir, p->application, copy_dir, sizeof copy_dir);
     if (ks_reload_start(&eng, ks_host_api_table(), copy_dir, &eng.reload, err,
                         sizeof err) != 0)
         ks_warn("engine", "hot deploy is off: %s", err);
     /* a fatal signal in processor code is reported (log and crash file);
      * the one a previous run left is reported now */
     char crash_path[4200], last[2048];
-    snprintf(crash_path, sizeof crash_path, "%s/%s/crash.txt", p->state_dir, p->application);
+    ks_layout_crash_file(p->state_dir, p->application, crash_path, sizeof crash_path);
     if (ks_crash_take_previous(crash_path, last, sizeof last)) {
         ks_warn("engine", "the previous run died: %s (its report: %s.last)", last, crash_path);
         ks_reload_note_crash(eng.reload, last);

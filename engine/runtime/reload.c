@@ -37,6 +37,8 @@
 #include "base/log.h"
 #include "http/metrics.h"
 #include "runtime/status.h"
+#include "base/clock.h"
+#include "state/layout.h"
 
 #define WHERE "reload"
 #define PREPARE_TIMEOUT_MS 60000
@@ -89,13 +91,6 @@ struct ks_reload {
     gen *g;
     long attempts, swapped, refused;
 };
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int64_t mono_us(void)
 {
@@ -277,7 +272,7 @@ static int gen_start(ks_reload *rl, size_t slot)
         refuse(rl, f, why);
         return -1;
     }
-    g->started_ms = mono_ms();
+    g->started_ms = ks_mono_ms();
     ks_info(WHERE, "%s: build %s (%s) loaded from %s; workers prepare it at their next commit",
             f->path, pl->desc->build_id, pl->desc->version, pl->copy_path);
     pthread_mutex_lock(&rl->lock);
@@ -307,7 +302,7 @@ static void gen_commit(ks_reload *rl, gen *g)
     pthread_mutex_unlock(&rl->lock);
     ks_info(WHERE, "build %s of plugin %s prepared on every task (%lld ms); workers swap "
             "at their next commit", g->new_pl->desc->build_id, g->new_pl->desc->name,
-            (long long)(mono_ms() - g->started_ms));
+            (long long)(ks_mono_ms() - g->started_ms));
 }
 
 /* Is `path` still mapped into this process? (/proc/self/maps) */
@@ -339,7 +334,7 @@ static void gen_finish(ks_reload *rl, gen *g)
         ks_warn(WHERE, "closed build %s (copy %s) but it is still mapped (a plugin left "
                 "something registered?)", old_build, copy);
     ks_info(WHERE, "%s: swapped to build %s on every task in %lld ms", f->path,
-            g->new_pl->desc->build_id, (long long)(mono_ms() - g->started_ms));
+            g->new_pl->desc->build_id, (long long)(ks_mono_ms() - g->started_ms));
     f->last_error[0] = '\0';
     rl->swapped++;
     ks_metrics_add(rl->eng->metrics, "kstreams_reloads_total", "", 1);
@@ -368,7 +363,7 @@ static void gen_step(ks_reload *rl)
     }
     enum gen_state st = g->state;
     if (st == GEN_PREPARING &&
-        (failed || mono_ms() - g->started_ms > PREPARE_TIMEOUT_MS)) {
+        (failed || ks_mono_ms() - g->started_ms > PREPARE_TIMEOUT_MS)) {
         if (!failed)
             snprintf(g->error, sizeof g->error,
                      "workers did not reach a commit boundary within %d s",
@@ -567,7 +562,7 @@ static void read_events(ks_reload *rl)
                 watched *f = &rl->files[i];
                 if (f->wd == ev->wd && strcmp(f->base, ev->name) == 0) {
                     f->dirty = 1;
-                    f->last_event_ms = mono_ms();
+                    f->last_event_ms = ks_mono_ms();
                 }
             }
             p += sizeof *ev + ev->len;
@@ -579,7 +574,7 @@ static void read_events(ks_reload *rl)
  * requested; one still being written waits. */
 static void settle(ks_reload *rl)
 {
-    int64_t now = mono_ms();
+    int64_t now = ks_mono_ms();
     for (size_t i = 0; i < rl->file_count; i++) {
         watched *f = &rl->files[i];
         if (!f->dirty || now - f->last_event_ms < KS_RELOAD_SETTLE_MS)
@@ -657,11 +652,9 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
     rl->seen_hup = ks_signal_reload;
     pthread_mutex_init(&rl->lock, NULL);
     snprintf(rl->copy_dir, sizeof rl->copy_dir, "%s", copy_dir);
-    snprintf(rl->pid_path, sizeof rl->pid_path, "%s/%s/kstreams.pid", p->state_dir,
-             p->application);
+    ks_layout_pid_file(p->state_dir, p->application, rl->pid_path, sizeof rl->pid_path);
     char status_path[4200];
-    snprintf(status_path, sizeof status_path, "%s/%s/status.json", p->state_dir,
-             p->application);
+    ks_layout_status_file(p->state_dir, p->application, status_path, sizeof status_path);
     rl->file_count = rl->topo->plugin_count;
     rl->files = calloc(rl->file_count + 1, sizeof *rl->files);
     rl->status = ks_status_new(status_path);
@@ -779,8 +772,8 @@ static int app_paths(const char *file, char *pid_path, char *status_path, size_t
         fprintf(errf, "%s\n", err);
         return -1;
     }
-    snprintf(pid_path, len, "%s/%s/kstreams.pid", p->state_dir, p->application);
-    snprintf(status_path, len, "%s/%s/status.json", p->state_dir, p->application);
+    ks_layout_pid_file(p->state_dir, p->application, pid_path, len);
+    ks_layout_status_file(p->state_dir, p->application, status_path, len);
     ks_pipeline_free(p);
     return 0;
 }

@@ -19,6 +19,8 @@
 #include "base/fault.h"
 #include "runtime/host_json.h"
 #include "base/log.h"
+#include "base/fs.h"
+#include "state/layout.h"
 
 /* The version record's key: this text, then NULs to KS_VERSION_KEY_LEN. */
 static const char version_key[KS_VERSION_KEY_LEN] = "kstreams.state_version";
@@ -53,29 +55,14 @@ static void enter(ks_crash_scope *s, const struct ks_ctx *ctx, const char *call)
     ks_crash_enter(s);
 }
 
-static int mkdir_p(const char *path)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    }
-    return (mkdir(buf, 0755) != 0 && errno != EEXIST) ? -1 : 0;
-}
-
 static int open_stores(ks_task *task, char *err, size_t errlen)
 {
     const ks_pipeline *p = task->topo->pipeline;
     if (p->store_count == 0)
         return 0;
-    snprintf(task->state_dir, sizeof task->state_dir, "%s/%s/task-%d", p->state_dir,
-             p->application, (int)task->partition);
-    if (mkdir_p(task->state_dir) != 0) {
+    ks_layout_task_dir(p->state_dir, p->application, task->partition, task->state_dir,
+                       sizeof task->state_dir);
+    if (ks_mkdir_p(task->state_dir, 0755) != 0) {
         snprintf(err, errlen, "%s: cannot create state directory: %s", task->state_dir,
                  strerror(errno));
         return -1;

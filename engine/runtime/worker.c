@@ -41,6 +41,7 @@
 #include "runtime/repartition_purge.h"
 #include "runtime/serde.h"
 #include "runtime/task.h"
+#include "base/clock.h"
 
 #define KS_MAX_HEADERS 64
 #define KS_MAX_BAD_OUTPUTS 32 /* refused outputs set aside in one batch */
@@ -114,20 +115,6 @@ struct ks_worker {
 };
 
 static void publish_task_counts(ks_worker *w, int32_t p);
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static size_t slot(const ks_worker *w, int32_t partition, size_t source)
 {
@@ -391,13 +378,13 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
     int64_t ckpt = ks_task_checkpoint(task, store);
     int64_t lso = 0, hw = 0;
     /* a previous owner's open transaction must end first (LSO == HW) */
-    int64_t deadline = now_ms() + 120000;
+    int64_t deadline = ks_mono_ms() + 120000;
     for (;;) {
         if (changelog_ends(w, topic, part, &lso, &hw) != 0) {
             /* transient just after the topic's creation (no leader yet) or
              * while the broker restarts: retry until the deadline (found by
              * the crash suite, tests/integration/test_crash.c) */
-            if (now_ms() > deadline) {
+            if (ks_mono_ms() > deadline) {
                 fail(w, "restore of %s [%d]: cannot read its offsets", topic, (int)part);
                 return -1;
             }
@@ -406,7 +393,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             usleep(200 * 1000);
             continue;
         }
-        if (lso >= hw || now_ms() > deadline)
+        if (lso >= hw || ks_mono_ms() > deadline)
             break;
         if (ks_engine_stopping(w->eng))
             return -1;
@@ -422,7 +409,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
     rd_kafka_topic_partition_list_add(tp, topic, part)->offset =
         ckpt < 0 ? RD_KAFKA_OFFSET_BEGINNING : ckpt;
     rd_kafka_assign(w->restorer, tp);
-    int64_t started = now_ms(), last_report = started, progress_ms = started;
+    int64_t started = ks_mono_ms(), last_report = started, progress_ms = started;
     uint64_t done = 0;
     int64_t total = lso - from;
     int rc = 0;
@@ -435,7 +422,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
                 rd_kafka_message_destroy(m);
                 break;
             }
-            if (m->err && now_ms() - progress_ms < 120000) {
+            if (m->err && ks_mono_ms() - progress_ms < 120000) {
                 /* e.g. transport errors while the broker restarts: the
                  * client reconnects (found by the crash suite) */
                 ks_warn(w->where, "restore of %s [%d]: %s (retrying)", topic, (int)part,
@@ -452,7 +439,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             ks_bytes key = {m->key, m->key_len};
             ks_bytes val = {m->payload, m->len};
             rc = ks_task_restore_put(task, store, key, m->payload ? &val : NULL, m->offset);
-            progress_ms = now_ms();
+            progress_ms = ks_mono_ms();
             rd_kafka_message_destroy(m);
             ks_fault_point(KS_FAULT_DURING_RESTORE);
             if (rc != 0) {
@@ -464,8 +451,8 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
         }
         if (position >= lso && position >= 0)
             break;
-        if (now_ms() - last_report >= 2000) {
-            last_report = now_ms();
+        if (ks_mono_ms() - last_report >= 2000) {
+            last_report = ks_mono_ms();
             double secs = (double)(last_report - started) / 1000.0;
             char l[512];
             snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", w->p->stores[store].name,
@@ -490,7 +477,7 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
                  (int)part, rc, ks_store_last_error(task->env));
             return rc;
         }
-        double secs = (double)(now_ms() - started) / 1000.0;
+        double secs = (double)(ks_mono_ms() - started) / 1000.0;
         char l[512];
         snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", w->p->stores[store].name,
                  (int)part);
@@ -612,7 +599,7 @@ static int begin_batch(ks_worker *w)
     }
     memcpy(w->batch_epoch, w->epoch, (size_t)w->partitions * sizeof *w->epoch);
     w->in_batch = 1;
-    w->batch_started_ms = now_ms();
+    w->batch_started_ms = ks_mono_ms();
     w->batch_records = 0;
     w->delivery_err = 0;
     return 0;
@@ -889,13 +876,13 @@ static int commit_batch(ks_worker *w)
 {
     if (!w->in_batch)
         return 0;
-    int64_t started = now_ms();
+    int64_t started = ks_mono_ms();
     int64_t processing = started - w->batch_started_ms;
     int rc = w->eos ? commit_eos(w) : commit_alo(w);
-    w->commit_seconds += (double)(now_ms() - started) / 1000.0;
+    w->commit_seconds += (double)(ks_mono_ms() - started) / 1000.0;
     adapt_batch_limit(w, processing);
     ks_debug(w->where, "commit of %zu records: %s in %lld ms", w->batch_records,
-             rc == 0 ? "ok" : "failed", (long long)(now_ms() - started));
+             rc == 0 ? "ok" : "failed", (long long)(ks_mono_ms() - started));
     return rc;
 }
 
@@ -1117,7 +1104,7 @@ static int wallclock_due(const ks_task *task, int64_t now)
 
 static void punctuate_all(ks_worker *w)
 {
-    int64_t now = wall_ms();
+    int64_t now = ks_wall_ms();
     for (int32_t p = 0; p < w->partitions; p++) {
         ks_task *task = w->tasks[p];
         if (!task || !wallclock_due(task, now))
@@ -1219,7 +1206,7 @@ static void watch_stall(ks_worker *w, int32_t p, size_t s, int64_t lag, const ch
 {
     int warn;
     int64_t stalled = ks_stall_observe(&w->stalls[slot(w, p, s)], w->committed[slot(w, p, s)],
-                                       lag, now_ms(), w->p->stall_warning_ms, &warn);
+                                       lag, ks_mono_ms(), w->p->stall_warning_ms, &warn);
     ks_metrics_set(w->eng->metrics, "kstreams_partition_stall_seconds", labels,
                    (double)stalled / 1000.0);
     if (warn)
@@ -1328,7 +1315,7 @@ static void *worker_main(void *arg)
          * commit's flush serves the rest */
         if (!got || (++unpolled & 63) == 0)
             rd_kafka_poll(w->producer, 0);
-        int64_t now = now_ms();
+        int64_t now = ks_mono_ms();
         if (now - last_punctuate >= 50) {
             last_punctuate = now;
             punctuate_all(w);

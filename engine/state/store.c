@@ -25,6 +25,7 @@
  * read transaction is only used by the thread owning the env.
  */
 #include "state/store.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <lmdb.h>
@@ -38,7 +39,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define KS_STORE_MAX_KEY 500         /* LMDB's limit is 511 */
 #define KS_STORE_MAX_NAME 200        /* store name; "ckpt:" + name is a key */
 #define KS_STORE_MAX_STORES 4096     /* sanity bound on max_stores */
 #define KS_STORE_READONLY_MAXDBS 1024 /* named DBs a read-only env can open */
@@ -343,48 +343,6 @@ static int read_txn(ks_store_env *env, MDB_txn **txn)
 /* Environments                                                        */
 /* ------------------------------------------------------------------ */
 
-/* mkdir -p. 0 or -1 with errno. */
-static int mkdir_p(const char *dir)
-{
-    size_t n = strlen(dir);
-    char *p = malloc(n + 1);
-    if (!p) {
-        errno = ENOMEM;
-        return -1;
-    }
-    memcpy(p, dir, n + 1);
-    while (n > 1 && p[n - 1] == '/')
-        p[--n] = '\0';
-    for (char *s = p + 1;; s++) {
-        int last = *s == '\0';
-        if (*s == '/' || last) {
-            *s = '\0';
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-                int e = errno;
-                free(p);
-                errno = e;
-                return -1;
-            }
-            if (last)
-                break;
-            *s = '/';
-        }
-    }
-    struct stat st;
-    int rc = stat(p, &st);
-    int e = errno;
-    free(p);
-    if (rc != 0) {
-        errno = e;
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        errno = ENOTDIR;
-        return -1;
-    }
-    return 0;
-}
-
 static void env_free(ks_store_env *env)
 {
     if (!env)
@@ -419,7 +377,7 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
                 max_stores, KS_STORE_MAX_STORES);
         return KS_ERR_INVALID;
     }
-    if (!readonly && mkdir_p(dir) != 0) {
+    if (!readonly && ks_mkdir_p(dir, 0755) != 0) {
         int e = errno;
         put_err(err, errlen, "%s: cannot create the directory: %s", dir,
                 strerror(e));
@@ -871,9 +829,9 @@ static int check_key(ks_store_db *db, ks_bytes key)
                 db->env->dir);
         return KS_ERR_INVALID;
     }
-    if (key.len > KS_STORE_MAX_KEY) {
+    if (key.len > KS_KEY_MAX) {
         set_err(db->env, "store '%s' in %s: key of %zu bytes (max %d)",
-                db->name, db->env->dir, key.len, KS_STORE_MAX_KEY);
+                db->name, db->env->dir, key.len, KS_KEY_MAX);
         return KS_ERR_TOO_LARGE;
     }
     return 0;
@@ -968,9 +926,9 @@ int ks_store_range(ks_store_db *db, ks_bytes from, ks_bytes to, ks_range_cb cb,
     if (!db || !cb || (from.len && !from.data) || (to.len && !to.data))
         return KS_ERR_INVALID;
     ks_store_env *env = db->env;
-    if (from.len > KS_STORE_MAX_KEY || to.len > KS_STORE_MAX_KEY) {
+    if (from.len > KS_KEY_MAX || to.len > KS_KEY_MAX) {
         set_err(env, "store '%s' in %s: range bound over %d bytes", db->name,
-                env->dir, KS_STORE_MAX_KEY);
+                env->dir, KS_KEY_MAX);
         return KS_ERR_TOO_LARGE;
     }
     MDB_txn *txn;

@@ -75,13 +75,17 @@ extern "C" {
 /* Results                                                             */
 /* ------------------------------------------------------------------ */
 
+/* The longest store key in bytes (LMDB's own limit is 511; the rest is
+ * kept for the engine's prefixes). Store keys are 1..KS_KEY_MAX bytes. */
+#define KS_KEY_MAX 500
+
 /* Host API calls return 0 or one of these negative codes. */
 enum ks_err {
     KS_ERR_NOT_FOUND = -1,  /* key, store, config key or function absent   */
     KS_ERR_INVALID = -2,    /* bad argument (NULL, wrong type, bad format) */
     KS_ERR_NOMEM = -3,      /* allocation failed                           */
     KS_ERR_STATE = -4,      /* not allowed in this phase (e.g. put in close)*/
-    KS_ERR_TOO_LARGE = -5,  /* key over 500 bytes, value over limits       */
+    KS_ERR_TOO_LARGE = -5,  /* key over KS_KEY_MAX bytes, value over limits*/
     KS_ERR_STORE_FULL = -6, /* store map full: raise the store's map_size  */
     KS_ERR_IO = -7,         /* storage or Kafka failure; the batch aborts  */
     KS_ERR_UNSUPPORTED = -8 /* the host does not offer this               */
@@ -423,7 +427,7 @@ struct ks_host_api {
      * comes first. NOT_FOUND if absent. */
     int (*store_get)(ks_store *st, ks_bytes key, ks_bytes *value);
     /* Write key = value (both copied). Mirrored to the changelog and
-     * committed with the task's transaction. Keys are 1..500 bytes. */
+     * committed with the task's transaction. Keys are 1..KS_KEY_MAX bytes. */
     int (*store_put)(ks_store *st, ks_bytes key, ks_bytes value);
     /* Delete key (a tombstone in the changelog). 0 even if absent. */
     int (*store_delete)(ks_store *st, ks_bytes key);
