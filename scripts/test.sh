@@ -6,6 +6,7 @@
 #
 #   scripts/test.sh              everything
 #   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build (faster locally)
+#   KS_SKIP_FUZZ=1, KS_FUZZ_SECONDS=N   skip the fuzzers, or run each N s
 #   KS_TESTS="stateless" scripts/test.sh   only these integration tests
 #   KAFKA_VERSIONS="4.1.1" scripts/test.sh  one broker version (default: 4.1.1
 #       for everything, then 3.9.2 for $SECOND_VERSION_TESTS)
@@ -77,6 +78,14 @@ if [ -z "${KS_SKIP_ASAN:-}" ]; then
   grep -E '^unit-asan: |ERROR: AddressSanitizer|runtime error' "$LOGDIR/asan.log" | head -20
   [ $st -eq 0 ] || tail -30 "$LOGDIR/asan-make.log"
   tally "$LOGDIR/asan.log" $st
+fi
+
+if [ -z "${KS_SKIP_FUZZ:-}" ]; then
+  note "fuzzing (libFuzzer, ${KS_FUZZ_SECONDS:-30} s each; make fuzz-long for hours)"
+  scripts/fuzz.sh "${KS_FUZZ_SECONDS:-30}" >"$LOGDIR/fuzz.log" 2>&1
+  st=$?
+  grep -E '^fuzz' "$LOGDIR/fuzz.log" | tail -12
+  tally "$LOGDIR/fuzz.log" $st
 fi
 
 # Every integration test runs on the first version; the later versions run

@@ -155,6 +155,36 @@ static int take_len(const char *id, const char *what, uint64_t want, size_t *lef
     return 0;
 }
 
+/* The text fields are C strings once decoded: a NUL byte inside one would
+ * cut it short (a user id read as another user's). The lengths were
+ * checked; `p` is the first field. 1 with err set, or 0. */
+static int text_with_nul(const char *id, const char *p, const row_hdr *h, char *err,
+                         size_t errlen)
+{
+    size_t keylen = h->key_len == NO_KEY ? 0 : h->key_len;
+    const struct {
+        const char *what;
+        size_t off, len;
+    } text[] = {
+        {"user", 0, h->user_len},
+        {"topic", h->user_len, h->topic_len},
+        {"key", (size_t)h->user_len + h->topic_len, keylen},
+        {"last_error", (size_t)h->user_len + h->topic_len + keylen + h->payload_len,
+         h->error_len},
+        {"result",
+         (size_t)h->user_len + h->topic_len + keylen + h->payload_len + h->error_len,
+         h->result_len},
+    };
+    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++) {
+        if (memchr(p + text[i].off, '\0', text[i].len)) {
+            snprintf(err, errlen, "outbox event %.64s: unreadable row: %s holds a NUL byte",
+                     id, text[i].what);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int ks_outbox_row_decode(const char *id, const void *data, size_t len, ks_outbox_event *ev,
                          char *err, size_t errlen)
 {
@@ -190,6 +220,8 @@ int ks_outbox_row_decode(const char *id, const void *data, size_t len, ks_outbox
         return KS_ERR_INVALID;
     }
     const char *p = (const char *)data + sizeof h;
+    if (text_with_nul(id, p, &h, err, errlen))
+        return KS_ERR_INVALID;
     snprintf(ev->id, sizeof ev->id, "%s", id);
     ev->status = (ks_outbox_status)h.status;
     ev->attempts = h.attempts;

@@ -391,6 +391,18 @@ static void test_row_decoder_hostile(void)
     memcpy(row, &h, hs);
     CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
 
+    /* a NUL byte inside a text field (found by tests/fuzz/fuzz_outbox_row):
+     * decoded as a C string it would cut "alice" to "al" */
+    free(row);
+    row = good_row(&len);
+    row[hs + 2] = '\0';
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unreadable row: user holds a NUL byte"));
+    row[hs + 2] = 'i';
+    row[len - 1] = '\0'; /* the last byte of the result */
+    CU_ASSERT_EQUAL(decode(row, len, err, sizeof err), KS_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "unreadable row: result holds a NUL byte"));
+
     /* every single byte of the header flipped to 0xff: an error or a row,
      * never a crash (ASan build) */
     free(row);

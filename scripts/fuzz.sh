@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# libFuzzer harnesses of tests/fuzz/ (docs/reliability.md): builds the engine
+# with clang (coverage + ASan + UBSan) in build-fuzz/, links each harness,
+# and runs each for SECONDS from its seed corpus (tests/fuzz/corpus/NAME;
+# new inputs go to build-fuzz/corpus/NAME, never into the tree). A crash
+# leaves its input as build-fuzz/crash-NAME-* and fails that harness.
+#
+#   scripts/fuzz.sh [SECONDS] [NAME...]   default: 30 s each, every harness
+#   make fuzz-long                         one hour each (FUZZ_SECONDS)
+#
+# Prints "fuzz: N passed, N failed" last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+SECONDS_EACH=${1:-30}
+shift || true
+B=$ROOT/build-fuzz
+SAN='-fsanitize=address,undefined -fno-sanitize-recover=undefined'
+
+command -v clang >/dev/null || { echo "fuzz: clang not found (apt-get install clang)"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
+mkdir -p "$B"
+if [ ! -f "$B/Makefile" ] || [ "$ROOT/configure" -nt "$B/Makefile" ]; then
+  (cd "$B" && "$ROOT/configure" -q CC=clang \
+    CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $SAN" LDFLAGS="$SAN") >"$B/configure.log" 2>&1 ||
+    { tail -20 "$B/configure.log"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
+fi
+(make -C "$B/lib" -s -j2 && make -C "$B/engine" -s -j2 libksengine.la) >"$B/build.log" 2>&1 ||
+  { tail -30 "$B/build.log"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
+
+LIBS=("$B/engine/.libs/libksengine.a" "$B/lib/.libs/libksjson.a" "$B/lib/.libs/libkswindow.a"
+  "$B/lib/.libs/libksops.a" -lrdkafka -llmdb -lyaml -ljansson -lmicrohttpd -ldl -lpthread)
+pkg-config --exists libpq 2>/dev/null && LIBS+=($(pkg-config --libs libpq))
+
+names=("$@")
+[ ${#names[@]} -gt 0 ] || names=($(cd tests/fuzz && ls fuzz_*.c | sed 's/\.c$//'))
+passed=0
+failed=0
+for name in "${names[@]}"; do
+  bin=$B/$name
+  if ! clang -g -O1 -fsanitize=fuzzer $SAN -I"$ROOT/include" -I"$ROOT/engine" -I"$ROOT/lib" \
+      -D_GNU_SOURCE -o "$bin" "tests/fuzz/$name.c" "${LIBS[@]}" 2>"$B/$name.link.log"; then
+    tail -10 "$B/$name.link.log"; echo "$name: cannot build"; failed=$((failed + 1)); continue
+  fi
+  corpus=$B/corpus/$name
+  mkdir -p "$corpus"
+  seeds=tests/fuzz/corpus/${name#fuzz_}
+  log=$B/$name.log
+  (cd "$B" && "$bin" -max_total_time="$SECONDS_EACH" -max_len=65536 -timeout=10 \
+    -rss_limit_mb=2048 -artifact_prefix="$B/crash-$name-" -print_final_stats=1 \
+    "$corpus" "$ROOT/$seeds") >"$log" 2>&1
+  st=$?
+  execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1)
+  if [ $st -eq 0 ]; then
+    echo "$name: ${execs:-?} runs in ${SECONDS_EACH} s, ${cov:-cov: ?} edges, no crash"
+    passed=$((passed + 1))
+  else
+    echo "$name: FAILED (exit $st), input: $(ls "$B"/crash-$name-* 2>/dev/null | head -1)"
+    grep -E 'ERROR|SUMMARY|says|encodes|refus|runtime error' "$log" | head -8
+    failed=$((failed + 1))
+  fi
+done
+echo "fuzz: $passed passed, $failed failed"
+[ $failed -eq 0 ]
