@@ -3,7 +3,7 @@
  * through it. Not a test: prints figures, asserts nothing.
  *
  * A pipeline (exactly-once, 2 workers, 4 partitions, commit every 100 ms)
- * runs build v1 of tests/engine/runtime/reload.c; a producer writes a steady 2 000
+ * runs build v1 of tests/plugins/reload.c; a producer writes a steady 2 000
  * records/s; a read_committed consumer measures each output's latency
  * (consume time - input CreateTime, which the processor passes on). After
  * 5 s, v2 is copied over the plugin file. Printed: p50/p99/max latency of

@@ -1,7 +1,7 @@
 /*
  * test_migrate.c - state versions kept with the stores, against the real
  * broker: exactly-once, 2 workers, 4 partitions, the builds of
- * tests/engine/runtime/reload.c. reload_v1 keeps 8-byte counts (state version 1);
+ * tests/plugins/reload.c. reload_v1 keeps 8-byte counts (state version 1);
  * reload_fmt2 keeps text counts "c=N" (version 2), converts them in
  * migrate() and counts its committed runs under "__migrations", and says
  * "OLD FORMAT" when process() meets a value it cannot read.

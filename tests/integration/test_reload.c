@@ -1,7 +1,7 @@
 /*
  * test_reload.c - hot deploy against the real broker, exactly-once, 2
  * workers, 4 partitions, input produced continuously by a thread while
- * builds of tests/engine/runtime/reload.c are copied over the watched plugin file.
+ * builds of tests/plugins/reload.c are copied over the watched plugin file.
  *
  *   1. v1 -> v2 mid-stream (cp over the file): every input exactly once in
  *      the output; per key the counts go 1..n (the store carried over) and
