@@ -1,0 +1,304 @@
+/*
+ * config_checks.c - the checks that need the whole pipeline read: names
+ * unique among sources, nodes and sinks; inputs that exist; no cycles;
+ * stores named by nodes but not declared (added with defaults); stores
+ * declared but named by no node (an error). parse_top (config.c) runs them
+ * in that order.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+/* ------------------------------------------------------------------ */
+/* Cross checks                                                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct named {
+    const char *name;
+    const char *kind; /* "source", "node", "sink" */
+    ks_mark mark;
+} named;
+
+static int named_cmp(const void *a, const void *b)
+{
+    const named *x = a, *y = b;
+    if (x->mark.line != y->mark.line)
+        return x->mark.line < y->mark.line ? -1 : 1;
+    if (x->mark.col != y->mark.col)
+        return x->mark.col < y->mark.col ? -1 : 1;
+    return 0;
+}
+
+/* Names are unique among sources, nodes and sinks; the later one (in the
+ * file) is reported. */
+int ks_cfg_check_names(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    size_t n = p->source_count + p->node_count + p->sink_count, k = 0;
+    named *all = calloc(n ? n : 1, sizeof *all);
+    int rc = 0;
+
+    if (!all)
+        return oom(c, NULL);
+    for (size_t i = 0; i < p->source_count; i++)
+        all[k++] = (named){p->sources[i].name, "source", p->sources[i].mark};
+    for (size_t i = 0; i < p->node_count; i++)
+        all[k++] = (named){p->nodes[i].name, "node", p->nodes[i].name_mark};
+    for (size_t i = 0; i < p->sink_count; i++)
+        all[k++] = (named){p->sinks[i].name, "sink", p->sinks[i].name_mark};
+    qsort(all, n, sizeof *all, named_cmp);
+    for (size_t j = 1; j < n && rc == 0; j++)
+        for (size_t i = 0; i < j; i++)
+            if (strcmp(all[i].name, all[j].name) == 0) {
+                rc = FAIL_MARK(c, all[j].mark,
+                               "duplicate name '%s'; already used by the %s "
+                               "at line %d",
+                               all[j].name, all[i].kind, all[i].mark.line);
+                break;
+            }
+    free(all);
+    return rc;
+}
+
+static int is_input(const ks_pipeline *p, const char *name)
+{
+    return ks_pipeline_source(p, name) || ks_pipeline_node(p, name);
+}
+
+int ks_cfg_check_refs(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->node_count; i++) {
+        const ks_cfg_node *n = &p->nodes[i];
+        for (size_t k = 0; k < n->from_count; k++) {
+            if (!is_input(p, n->from[k]))
+                return FAIL_MARK(c, n->from_marks[k],
+                                 "node '%s': unknown input '%s' (not a source "
+                                 "or node)",
+                                 n->name, n->from[k]);
+            for (size_t j = 0; j < k; j++)
+                if (strcmp(n->from[j], n->from[k]) == 0)
+                    return FAIL_MARK(c, n->from_marks[k],
+                                     "node '%s': input '%s' is listed twice",
+                                     n->name, n->from[k]);
+        }
+        for (size_t k = 0; k < n->store_count; k++)
+            for (size_t j = 0; j < k; j++)
+                if (strcmp(n->stores[j], n->stores[k]) == 0)
+                    return FAIL_MARK(c, n->store_marks[k],
+                                     "node '%s': store '%s' is listed twice",
+                                     n->name, n->stores[k]);
+    }
+    for (size_t i = 0; i < p->sink_count; i++) {
+        const ks_cfg_sink *s = &p->sinks[i];
+        if (!is_input(p, s->from))
+            return FAIL_MARK(c, s->from_mark,
+                             "sink '%s': unknown input '%s' (not a source or "
+                             "node)",
+                             s->name, s->from);
+    }
+    return 0;
+}
+
+/*
+ * Cycles among nodes: depth-first along the data flow (input -> consumer),
+ * nodes in file order. The edge that reaches a node on the stack closes the
+ * cycle; it is reported at that `from` entry, as "cycle: a -> b -> a"
+ * starting and ending with the node whose `from` closes it.
+ */
+typedef struct edge {
+    size_t to;    /* consumer node index */
+    ks_mark mark; /* the consumer's from entry */
+} edge;
+
+typedef struct frame {
+    size_t node;
+    size_t next; /* next outgoing edge to try */
+} frame;
+
+static int cycle_report(pctx *c, const frame *stack, size_t depth,
+                        size_t back_to, ks_mark at)
+{
+    ks_pipeline *p = c->p;
+    char path[768];
+    size_t off = 0, start = 0;
+
+    for (size_t i = 0; i < depth; i++)
+        if (stack[i].node == back_to) {
+            start = i;
+            break;
+        }
+    path[0] = '\0';
+    for (size_t i = start; i <= depth; i++) {
+        const char *nm = p->nodes[i < depth ? stack[i].node : back_to].name;
+        if (off < sizeof path)
+            off += (size_t)snprintf(path + off, sizeof path - off, "%s%s",
+                                    i > start ? " -> " : "", nm);
+    }
+    return FAIL_MARK(c, at, "cycle: %s", path);
+}
+
+int ks_cfg_check_cycles(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    size_t nn = p->node_count, ne = 0;
+    size_t *first = NULL;
+    edge *edges = NULL;
+    frame *stack = NULL;
+    unsigned char *color = NULL;
+    int rc = 0;
+
+    if (nn == 0)
+        return 0;
+    for (size_t j = 0; j < nn; j++)
+        ne += p->nodes[j].from_count;
+    first = calloc(nn + 1, sizeof *first);
+    edges = calloc(ne ? ne : 1, sizeof *edges);
+    stack = calloc(nn, sizeof *stack);
+    color = calloc(nn, 1);
+    if (!first || !edges || !stack || !color) {
+        rc = oom(c, NULL);
+        goto out;
+    }
+    /* CSR adjacency: edges of node i are edges[first[i] .. first[i+1]) */
+    for (size_t j = 0; j < nn; j++)
+        for (size_t k = 0; k < p->nodes[j].from_count; k++) {
+            const ks_cfg_node *in = ks_pipeline_node(p, p->nodes[j].from[k]);
+            if (in)
+                first[in - p->nodes + 1]++;
+        }
+    for (size_t i = 0; i < nn; i++)
+        first[i + 1] += first[i];
+    {
+        size_t *fill = calloc(nn, sizeof *fill);
+        if (!fill) {
+            rc = oom(c, NULL);
+            goto out;
+        }
+        for (size_t j = 0; j < nn; j++)
+            for (size_t k = 0; k < p->nodes[j].from_count; k++) {
+                const ks_cfg_node *in =
+                    ks_pipeline_node(p, p->nodes[j].from[k]);
+                if (in) {
+                    size_t i = (size_t)(in - p->nodes);
+                    edges[first[i] + fill[i]++] =
+                        (edge){j, p->nodes[j].from_marks[k]};
+                }
+            }
+        free(fill);
+    }
+    for (size_t root = 0; root < nn && rc == 0; root++) {
+        size_t depth = 0;
+        if (color[root])
+            continue;
+        stack[depth++] = (frame){root, first[root]};
+        color[root] = 1;
+        while (depth > 0 && rc == 0) {
+            frame *fr = &stack[depth - 1];
+            if (fr->next == first[fr->node + 1]) {
+                color[fr->node] = 2;
+                depth--;
+                continue;
+            }
+            const edge *e = &edges[fr->next++];
+            if (color[e->to] == 1) {
+                rc = cycle_report(c, stack, depth, e->to, e->mark);
+            } else if (color[e->to] == 0) {
+                color[e->to] = 1;
+                stack[depth++] = (frame){e->to, first[e->to]};
+            }
+        }
+    }
+out:
+    free(first);
+    free(edges);
+    free(stack);
+    free(color);
+    return rc;
+}
+
+/* Stores named by nodes but not declared: add them with defaults. */
+int ks_cfg_add_used_stores(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->node_count; i++) {
+        const ks_cfg_node *n = &p->nodes[i];
+        for (size_t k = 0; k < n->store_count; k++)
+            if (!ks_pipeline_store(p, n->stores[k]) &&
+                !store_add(c, NULL, n->stores[k], n->store_marks[k], 0))
+                return -1;
+    }
+    return 0;
+}
+
+/* Edit distance of a and b (insertions, deletions, substitutions), for
+ * pairing a declared store with a misspelt use; names longer than 64 count
+ * as far apart. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[65];
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* A store declared under `stores:` that no node names is an error: its
+ * settings would apply to nothing, while the node that meant it (`store:
+ * sen` for `seen`) silently gets a new store with defaults. The message
+ * names both, the undeclared use closest in spelling. Runs after
+ * add_used_stores, so undeclared uses are the stores with declared 0. */
+int ks_cfg_check_unused_stores(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->store_count; i++) {
+        const ks_cfg_store *st = &p->stores[i];
+        int used = 0;
+        for (size_t n = 0; n < p->node_count && !used; n++)
+            for (size_t k = 0; k < p->nodes[n].store_count && !used; k++)
+                used = strcmp(p->nodes[n].stores[k], st->name) == 0;
+        if (!st->declared || used)
+            continue;
+        const ks_cfg_node *by = NULL;
+        size_t at = 0, best = SIZE_MAX;
+        for (size_t n = 0; n < p->node_count; n++)
+            for (size_t k = 0; k < p->nodes[n].store_count; k++) {
+                const ks_cfg_store *u = ks_pipeline_store(p, p->nodes[n].stores[k]);
+                size_t d = u && !u->declared ? distance(u->name, st->name) : SIZE_MAX;
+                if (d < best) {
+                    best = d;
+                    by = &p->nodes[n];
+                    at = k;
+                }
+            }
+        if (by)
+            return failf(c, st->mark.line, st->mark.col,
+                         "store '%s' is declared but no node uses it; node '%s' names store "
+                         "'%s' at %s:%d:%d, which is not declared (a typo?)",
+                         st->name, by->name, by->stores[at], p->file, by->store_marks[at].line,
+                         by->store_marks[at].col);
+        return failf(c, st->mark.line, st->mark.col,
+                     "store '%s' is declared but no node uses it; name it in a node's "
+                     "'store' or 'stores', or remove it",
+                     st->name);
+    }
+    return 0;
+}

@@ -1,0 +1,133 @@
+/*
+ * config_model.c - the parsed pipeline as data: lookups by name and
+ * ks_pipeline_free (which must know every field config.h gives an owner).
+ */
+#include "config/config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Lookups                                                             */
+/* ------------------------------------------------------------------ */
+
+const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name)
+{
+    if (!p || !name)
+        return NULL;
+    for (size_t i = 0; i < p->source_count; i++)
+        if (p->sources[i].name && strcmp(p->sources[i].name, name) == 0)
+            return &p->sources[i];
+    return NULL;
+}
+
+const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name)
+{
+    if (!p || !name)
+        return NULL;
+    for (size_t i = 0; i < p->node_count; i++)
+        if (p->nodes[i].name && strcmp(p->nodes[i].name, name) == 0)
+            return &p->nodes[i];
+    return NULL;
+}
+
+const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name)
+{
+    if (!p || !name)
+        return NULL;
+    for (size_t i = 0; i < p->store_count; i++)
+        if (p->stores[i].name && strcmp(p->stores[i].name, name) == 0)
+            return &p->stores[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Freeing                                                             */
+/* ------------------------------------------------------------------ */
+
+static void free_strv(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void free_scalars(ks_cfg_scalars *s)
+{
+    for (size_t i = 0; i < s->count; i++) {
+        free(s->items[i].key);
+        free(s->items[i].value);
+        for (size_t j = 0; j < s->items[i].inner_count; j++)
+            free(s->items[i].inner[j].path);
+        free(s->items[i].inner);
+    }
+    free(s->items);
+    s->items = NULL;
+    s->count = 0;
+}
+
+void ks_pipeline_free(ks_pipeline *p)
+{
+    if (!p)
+        return;
+    free(p->application);
+    free_strv(p->bootstrap, p->bootstrap_count);
+    free_scalars(&p->kafka_properties);
+    free(p->state_dir);
+    free_strv(p->plugins, p->plugin_count);
+    free(p->plugin_marks);
+    free_strv(p->plugin_path, p->plugin_path_count);
+    free(p->dead_letter_topic);
+    free(p->metrics_listen);
+    free(p->metrics_token);
+    for (size_t i = 0; i < p->source_count; i++) {
+        free(p->sources[i].name);
+        free(p->sources[i].topic);
+    }
+    free(p->sources);
+    for (size_t i = 0; i < p->node_count; i++) {
+        ks_cfg_node *n = &p->nodes[i];
+        free(n->name);
+        free(n->type);
+        free(n->plugin);
+        free(n->processor);
+        free_strv(n->from, n->from_count);
+        free(n->from_marks);
+        free_strv(n->stores, n->store_count);
+        free(n->store_marks);
+        free_scalars(&n->config);
+        for (size_t f = 0; f < n->function_count; f++) {
+            free(n->functions[f].role);
+            free(n->functions[f].plugin);
+            free(n->functions[f].name);
+        }
+        free(n->functions);
+        free_scalars(&n->window);
+    }
+    free(p->nodes);
+    for (size_t i = 0; i < p->sink_count; i++) {
+        free(p->sinks[i].name);
+        free(p->sinks[i].from);
+        free(p->sinks[i].topic);
+        free(p->sinks[i].feeds);
+    }
+    free(p->sinks);
+    for (size_t i = 0; i < p->store_count; i++)
+        free(p->stores[i].name);
+    free(p->stores);
+    if (p->outbox) {
+        free(p->outbox->name);
+        free(p->outbox->topic);
+        free(p->outbox->listen);
+        free(p->outbox->token);
+        free(p->outbox->results_topic);
+        free(p->outbox->dsn);
+        free(p->outbox->dsn_env);
+        free(p->outbox->table);
+        free(p->outbox);
+    }
+    free(p->file);
+    free(p);
+}
