@@ -1,0 +1,132 @@
+/*
+ * topology_print.c - a resolved topology as text for `kstreams check` and
+ * `kstreams describe` (ks_topology_print: the pipeline's settings, plugins,
+ * nodes with their children, stores and changelogs, repartition topics)
+ * and as a Graphviz digraph (ks_topology_print_dot: one cluster per
+ * sub-topology).
+ */
+#include "runtime/topology.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/repartition.h"
+
+/* ---- printing --------------------------------------------------------- */
+
+static void print_children(const ks_topology *t, const ks_topo_node *n, FILE *f)
+{
+    if (!n->child_count)
+        return;
+    fprintf(f, "      --> ");
+    for (size_t c = 0; c < n->child_count; c++)
+        fprintf(f, "%s%s", c ? ", " : "", t->nodes[n->children[c]].name);
+    fprintf(f, "\n");
+}
+
+void ks_topology_print(const ks_topology *t, FILE *f)
+{
+    const ks_pipeline *p = t->pipeline;
+    fprintf(f, "pipeline %s (%s)\n", p->application, p->file);
+    fprintf(f, "  guarantee: %s, commit every %lld ms, %d worker%s, state in %s\n",
+            p->guarantee == KS_GUARANTEE_EXACTLY_ONCE ? "exactly-once" : "at-least-once",
+            (long long)p->commit_interval_ms, p->workers, p->workers == 1 ? "" : "s",
+            p->state_dir);
+    fprintf(f, "plugins:\n");
+    for (size_t i = 0; i < t->plugin_count; i++) {
+        const ks_plugin_descriptor *d = t->plugins[i]->desc;
+        fprintf(f, "  %s %s (build %s, ABI %u.%u) from %s\n", d->name, d->version,
+                d->build_id, d->abi_major, d->abi_minor, t->plugins[i]->path);
+    }
+    fprintf(f, "topology:\n");
+    for (size_t i = 0; i < t->node_count; i++) {
+        const ks_topo_node *n = &t->nodes[i];
+        switch (n->kind) {
+        case KS_NODE_SOURCE:
+            if (n->source->internal)
+                fprintf(f, "  source %s: repartition topic %s\n", n->name, n->source->topic);
+            else
+                fprintf(f, "  source %s: topic %s (key %s, value %s)\n", n->name,
+                        n->source->topic, ks_serde_name(n->source->key_serde),
+                        ks_serde_name(n->source->value_serde));
+            break;
+        case KS_NODE_PROCESSOR:
+            fprintf(f, "  processor %s: %s.%s (plugin build %s)", n->name,
+                    n->plugin->desc->name, n->ptype->name, n->plugin->desc->build_id);
+            for (size_t s = 0; s < n->store_count; s++)
+                fprintf(f, "%s%s", s ? ", " : " stores: ", p->stores[n->stores[s]].name);
+            for (size_t k = 0; k < n->fn_count; k++)
+                fprintf(f, "%s%s=%s.%s", k ? ", " : " functions: ", n->fns[k].cfg->role,
+                        n->fns[k].cfg->plugin, n->fns[k].cfg->name);
+            fprintf(f, "\n");
+            break;
+        case KS_NODE_SINK:
+            if (n->sink->feeds)
+                fprintf(f, "  sink %s: repartition topic %s (key and value as they are)\n",
+                        n->name, n->sink->topic);
+            else
+                fprintf(f, "  sink %s: topic %s (key %s, value %s)\n", n->name,
+                        n->sink->topic, ks_serde_name(n->sink->key_serde),
+                        ks_serde_name(n->sink->value_serde));
+            break;
+        }
+        print_children(t, n, f);
+    }
+    if (p->store_count) {
+        fprintf(f, "stores:\n");
+        for (size_t s = 0; s < p->store_count; s++) {
+            char topic[512];
+            ks_changelog_topic(t, p->stores[s].name, topic, sizeof topic);
+            fprintf(f, "  %s: changelog %s\n", p->stores[s].name,
+                    p->stores[s].changelog ? topic : "(none)");
+        }
+    }
+    ks_repartition_print(t, f);
+}
+
+static void print_dot_node(const ks_topo_node *n, FILE *f)
+{
+    if (n->kind == KS_NODE_SOURCE)
+        fprintf(f, "    \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name, n->name,
+                n->source->topic);
+    else if (n->kind == KS_NODE_SINK)
+        fprintf(f, "    \"%s\" [shape=cds,label=\"%s\\ntopic %s\"];\n", n->name, n->name,
+                n->sink->topic);
+    else
+        fprintf(f, "    \"%s\" [shape=box,label=\"%s\\n%s\"];\n", n->name, n->name,
+                n->cfg->type);
+}
+
+void ks_topology_print_dot(const ks_topology *t, FILE *f)
+{
+    fprintf(f, "digraph \"%s\" {\n  rankdir=LR;\n", t->pipeline->application);
+    /* one cluster per sub-topology when a repartition topic splits the graph */
+    for (int sub = 0; sub < t->sub_count; sub++) {
+        if (t->sub_count > 1)
+            fprintf(f, "  subgraph \"cluster_%d\" {\n    label=\"sub-topology %d\";\n", sub,
+                    sub);
+        for (size_t i = 0; i < t->node_count; i++)
+            if (t->nodes[i].sub == sub)
+                print_dot_node(&t->nodes[i], f);
+        if (t->sub_count > 1)
+            fprintf(f, "  }\n");
+    }
+    for (size_t i = 0; i < t->node_count; i++) {
+        const ks_topo_node *n = &t->nodes[i];
+        for (size_t s = 0; s < n->store_count; s++)
+            fprintf(f, "  \"%s\" -> \"store:%s\" [style=dashed];\n", n->name,
+                    t->pipeline->stores[n->stores[s]].name);
+        for (size_t c = 0; c < n->child_count; c++)
+            fprintf(f, "  \"%s\" -> \"%s\";\n", n->name, t->nodes[n->children[c]].name);
+        /* a repartition sink feeds its topic's source through Kafka */
+        for (size_t k = 0; n->kind == KS_NODE_SINK && n->sink->feeds && k < t->node_count; k++)
+            if (t->nodes[k].kind == KS_NODE_SOURCE &&
+                strcmp(t->nodes[k].source->topic, n->sink->topic) == 0)
+                fprintf(f, "  \"%s\" -> \"%s\" [style=dotted,label=\"repartition\"];\n",
+                        n->name, t->nodes[k].name);
+    }
+    for (size_t s = 0; s < t->pipeline->store_count; s++)
+        fprintf(f, "  \"store:%s\" [shape=cylinder,label=\"%s\"];\n",
+                t->pipeline->stores[s].name, t->pipeline->stores[s].name);
+    fprintf(f, "}\n");
+}
