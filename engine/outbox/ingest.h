@@ -7,7 +7,7 @@
  *        (a 4xx writes nothing), 503 when the outbox store cannot write
  *   GET  /outbox/events/<id>     200 {"id":..., "status": "PENDING", ...} or 404
  *
- * Binds 127.0.0.1:8470 unless `listen:` says otherwise; config.c refuses a
+ * Binds 127.0.0.1:8470 unless `listen:` says otherwise; config/ refuses a
  * non-loopback address without `token:`. With a token every request needs
  * "Authorization: Bearer <token>" (compared in constant time). The token
  * and a Content-Length over max_event_bytes are refused (401, 413) with the

@@ -16,7 +16,7 @@
  * stale_after.
  *
  * Every statement is parameterised; only the table name is spliced in,
- * and config.c allows it to be [A-Za-z_][A-Za-z0-9_]* only.
+ * and config_outbox.c allows it to be [A-Za-z_][A-Za-z0-9_]* only.
  */
 #include "outbox/outbox_pg.h"
 

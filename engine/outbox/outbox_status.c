@@ -1,7 +1,8 @@
 /*
  * outbox_status.c - names and the transition table of outbox statuses.
  * The table below is the only place that says which moves exist; the
- * named operations of outbox.c each perform one of them.
+ * named operations of outbox.c and outbox_moves.c each perform one of
+ * them.
  */
 #include "outbox/outbox_status.h"
 

@@ -42,7 +42,7 @@ static int is_stateful(const ks_topo_node *n)
 }
 
 /* Nodes in an order where every parent comes before its children (Kahn;
- * config.c refused cycles). order[] gets node_count entries. */
+ * config_checks.c refused cycles). order[] gets node_count entries. */
 static void topo_order(const ks_topology *t, int *order, int *indeg)
 {
     size_t n = t->node_count, head = 0, tail = 0;

@@ -2,11 +2,11 @@
  * topology.c - resolve a pipeline against its plugins into a graph.
  *
  * Node order: sources, then processors in YAML order, then sinks. The
- * pipeline was already checked for dangling names and cycles (config.c);
- * here we check what needs the plugins: processor types, named functions,
- * config schemas, the window rules of types with the shipped window fields
- * (lib/window/window_core.c, the code those plugins run) and store
- * requirements. Errors carry the YAML mark.
+ * pipeline was already checked for dangling names and cycles
+ * (config_checks.c); here we check what needs the plugins: processor
+ * types, named functions, config schemas, the window rules of types with
+ * the shipped window fields (lib/window/window_core.c, the code those
+ * plugins run) and store requirements. Errors carry the YAML mark.
  */
 #include "runtime/topology.h"
 
