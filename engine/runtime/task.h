@@ -239,7 +239,7 @@ int ks_task_begin(ks_task *task);
 /* Before the Kafka commit (changelog_hi known): set each written store's
  * checkpoint and check that LMDB's commit will find its pages
  * (ks_store_prepare_commit). Non-zero: the batch must be aborted;
- * ks_store_last_error(task->env) says why. */
+ * ks_task_store_message says why. */
 int ks_task_prepare_stores(ks_task *task);
 /* Set each written store's checkpoint from changelog_hi and commit LMDB. */
 int ks_task_commit_stores(ks_task *task);
