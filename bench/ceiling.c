@@ -1,7 +1,8 @@
 /*
  * ceiling.c - the benchmark's ceiling: a plain librdkafka consume -> produce
  * loop with no processing and no state, with the kstreams engine's batch
- * and commit rules and client settings (engine/runtime/worker.c), so that kstreams
+ * and commit rules and client settings (engine/runtime/committer.c,
+ * collector.c, worker.c), so that kstreams
  * can be given as a percentage of what librdkafka alone does.
  *
  *   ceiling -b HOST:PORT -g GROUP -i INPUT -o OUTPUT [-e|-a] [-c COMMIT_MS]
@@ -179,7 +180,7 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     char err[512];
 
-    /* the engine's producer settings (worker.c new_producer, kafka.c) */
+    /* the engine's producer settings (collector.c new_producer, kafka.c) */
     rd_kafka_conf_t *pc = rd_kafka_conf_new();
     set(pc, "bootstrap.servers", bootstrap);
     set(pc, "socket.nagle.disable", "true");

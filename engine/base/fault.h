@@ -16,7 +16,7 @@
 #define KS_FAULT_AFTER_COMMIT "after-kafka-commit"
 #define KS_FAULT_AFTER_STORES "after-store-commit"
 #define KS_FAULT_DURING_RESTORE "during-restore"
-/* Points of a state migration (task.c, host_api.c, worker.c), in order:
+/* Points of a state migration (task.c, host_api.c, committer.c), in order:
  * migrate() is about to run; a store write inside migrate() (":n" picks
  * the n-th write); migrate() returned and the new version is written, in
  * the open batch; the Kafka transaction holding the migration committed,

@@ -4,6 +4,7 @@
  */
 #include "runtime/engine.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,17 @@ void ks_engine_stop(ks_engine *eng, int exit_code, const char *why)
     }
     eng->stop = 1;
     pthread_mutex_unlock(&eng->lock);
+}
+
+void ks_engine_fail(ks_engine *eng, const char *where, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ks_error(where, "%s", msg);
+    ks_engine_stop(eng, 1, msg);
 }
 
 int ks_engine_stopping(const ks_engine *eng)

@@ -49,6 +49,12 @@ int ks_engine_run(ks_topology *topo, const char *instance);
  * stop, else the failure (only the first is kept). Any thread. */
 void ks_engine_stop(ks_engine *eng, int exit_code, const char *why);
 
+/* An error no replay can mend, found by `where` (a worker's name): log it
+ * as an error and stop the engine with exit code 1 and that message (the
+ * first failure is the one kept). Any thread. */
+void ks_engine_fail(ks_engine *eng, const char *where, const char *fmt, ...)
+    KS_PRINTF(3, 4);
+
 /* Non-zero once a stop was requested. */
 int ks_engine_stopping(const ks_engine *eng);
 

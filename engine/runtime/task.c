@@ -241,6 +241,8 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
     if (child->kind == KS_NODE_SINK) {
         int rc = task->io.emit(task->io.arg, task, child, &r);
         if (rc != 0) {
+            if (!task->sink_err || rc == KS_ERR_INVALID)
+                task->sink_err = rc;
             task->verdict = worst(task->verdict, KS_RETRY);
             return rc;
         }
@@ -266,6 +268,7 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
 {
     task->current = rec;
     task->outbox_calls = 0;
+    task->sink_err = 0;
     task->verdict = ks_task_run_migrations(task);
     task->records_in++;
     int64_t *now = &task->sub_time[source->sub];
@@ -303,6 +306,7 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
 
 ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
 {
+    task->sink_err = 0;
     task->verdict = ks_task_run_migrations(task);
     for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
         struct ks_ctx *ctx = task->live[i];
@@ -398,6 +402,16 @@ void ks_task_abort_stores(ks_task *task)
     ks_store_abort(task->env);
     for (size_t s = 0; s < task->topo->pipeline->store_count; s++)
         task->changelog_hi[s] = -1;
+}
+
+const char *ks_task_store_message(const ks_task *task)
+{
+    return task->env ? ks_store_last_error(task->env) : "";
+}
+
+int ks_task_batch_error(const ks_task *task, const char **msg)
+{
+    return task->env ? ks_store_batch_error(task->env, msg) : 0;
 }
 
 int ks_task_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *value,

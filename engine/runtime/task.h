@@ -108,6 +108,11 @@ struct ks_task {
     const ks_record *current; /* the source record being processed */
     uint32_t outbox_calls;    /* outbox_enqueue calls for `current` so far */
     ks_verdict verdict;       /* worst verdict of the current record */
+    /* what io.emit returned for the current record or punctuation:
+     * KS_ERR_INVALID when the owner refused an output (it does not match
+     * the sink's serde: a replay of the record cannot mend it), else the
+     * first error, 0 when none */
+    int sink_err;
     char where[96];           /* "task-3" for logs */
     char state_dir[4096];
     /* per pipeline store: highest changelog offset produced in the open
@@ -234,11 +239,22 @@ int ks_task_begin(ks_task *task);
 /* Before the Kafka commit (changelog_hi known): set each written store's
  * checkpoint and check that LMDB's commit will find its pages
  * (ks_store_prepare_commit). Non-zero: the batch must be aborted;
- * ks_store_last_error(task->env) says why. */
+ * ks_task_store_message says why. */
 int ks_task_prepare_stores(ks_task *task);
 /* Set each written store's checkpoint from changelog_hi and commit LMDB. */
 int ks_task_commit_stores(ks_task *task);
 void ks_task_abort_stores(ks_task *task);
+
+/* Why the last store call of the task failed (ks_store_last_error of
+ * its environment; "" when it has no stores). Borrowed: valid until the
+ * next store call. */
+const char *ks_task_store_message(const ks_task *task);
+
+/* The error that killed the task's open store batch (ks_store_batch_error,
+ * e.g. KS_ERR_STORE_FULL: a replay cannot help, raising map_size can),
+ * with its message in *msg, borrowed until the batch ends; 0 while the
+ * batch is alive or none is open. */
+int ks_task_batch_error(const ks_task *task, const char **msg);
 
 /* Apply one changelog record during restore (value NULL: delete) and
  * remember `offset`; a version record (ks_task_is_version_key) sets the

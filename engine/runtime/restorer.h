@@ -1,0 +1,46 @@
+/*
+ * restorer.h - the changelog reader of one worker (Kafka Streams'
+ * StoreChangelogReader): before a task runs, each of its changelogged
+ * stores replays its changelog from the store's checkpoint to the last
+ * stable offset. Two assign-only consumers that never join the group: the
+ * read_committed one replays, the read_uncommitted "probe" reads high
+ * watermarks (the worker's repartition purge uses it too).
+ *
+ * Errors as worker.h says. One thread: the worker's.
+ */
+#ifndef KS_RESTORER_H
+#define KS_RESTORER_H
+
+#include <librdkafka/rdkafka.h>
+
+#include "runtime/engine.h"
+#include "runtime/task.h"
+
+typedef struct ks_restorer {
+    ks_engine *eng;        /* borrowed */
+    const char *where;     /* borrowed: the worker's name for logs */
+    rd_kafka_t *consumer;  /* read_committed: replays */
+    rd_kafka_t *probe;     /* read_uncommitted: high watermarks only */
+} ks_restorer;
+
+/* Create the two consumers for `eng`'s pipeline; `where` is borrowed and
+ * must outlive `r`. 0, or KS_ERR_IO with err set (ks_restorer_free frees
+ * what was made). */
+int ks_restorer_init(ks_restorer *r, ks_engine *eng, const char *where, char *err,
+                     size_t errlen);
+
+/* Destroy the consumers (after whatever borrowed the probe). A zeroed `r`
+ * is fine. */
+void ks_restorer_free(ks_restorer *r);
+
+/*
+ * Bring every changelogged store of `task` (just created, borrowed) up to
+ * its changelog's last stable offset, after waiting (up to 2 minutes) for
+ * a previous owner's open transaction to end, and commit the stores.
+ * 0; KS_ERR_STATE when the engine began stopping meanwhile; another
+ * negative ks_err after stopping the engine (the message names the topic
+ * and partition). On error the task's store batch is aborted.
+ */
+int ks_restorer_restore(ks_restorer *r, ks_task *task);
+
+#endif /* KS_RESTORER_H */
