@@ -154,13 +154,14 @@ static int set_hex(ks_query_bytes *b, const char *s)
     return 0;
 }
 
-/* --key, --from-key, --to-key and their -hex forms into `b`. */
-static int set_key_option(ks_query_bytes *b, int *count, int hex, const char *name,
+/* --key, --from-key, --to-key and their -hex forms into `b`; bad_hex is
+ * the message for malformed hex. */
+static int set_key_option(ks_query_bytes *b, int *count, int hex, const char *bad_hex,
                           const char *value, FILE *err)
 {
     (*count)++;
     if (hex && set_hex(b, value) != 0)
-        return usage(err, name, value);
+        return usage(err, bad_hex, value);
     if (!hex && set_text(b, value) != 0) {
         fprintf(err, "kstreams query: out of memory\n");
         return KS_EXIT_FAILURE;
@@ -188,13 +189,27 @@ static int on_option(void *ctx, int opt, const char *value, FILE *err)
         return set_key_option(&a->kto, &a->kto_args, opt == OPT_TO_KEY_HEX,
                               "--to-key-hex needs an even number of hex digits, not '%s'",
                               value, err);
-    case OPT_FROM: a->from = value; break;
-    case OPT_TO: a->to = value; break;
-    case OPT_FORMAT: a->format = value; break;
-    case OPT_TIME_FORMAT: a->time_format = value; break;
-    case OPT_INT64: a->int64 = 1; break;
-    case OPT_HEX: a->hex = 1; break;
-    case OPT_RAW: a->raw = 1; break;
+    case OPT_FROM:
+        a->from = value;
+        break;
+    case OPT_TO:
+        a->to = value;
+        break;
+    case OPT_FORMAT:
+        a->format = value;
+        break;
+    case OPT_TIME_FORMAT:
+        a->time_format = value;
+        break;
+    case OPT_INT64:
+        a->int64 = 1;
+        break;
+    case OPT_HEX:
+        a->hex = 1;
+        break;
+    case OPT_RAW:
+        a->raw = 1;
+        break;
     case OPT_PARTITION:
         a->partition = strtol(value, &end, 10);
         if (*end || end == value || a->partition < 0 || a->partition > INT32_MAX)
