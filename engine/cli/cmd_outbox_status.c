@@ -8,6 +8,7 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "outbox/ingest.h"
 #include "outbox/outbox.h"
 #include "outbox/outbox_service.h"
 
@@ -18,19 +19,10 @@ const char ks_cmd_outbox_status_help[] =
     "exit codes: 0 ok, 1 read failure, 2 invalid pipeline or no `outbox:`,\n"
     "3 no such event or no outbox yet, 64 usage\n";
 
-/* One row as a JSON object (the same fields as GET /outbox/events/<id>). */
+/* One row as a JSON object, as the HTTP endpoint shows it. */
 static void print_event(const ks_outbox_event *ev, FILE *out)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "id", ev->id, "status",
-                          ks_outbox_status_name(ev->status), "user", ev->user, "topic",
-                          ev->topic, "attempts", (int)ev->attempts, "partition",
-                          (int)ev->partition, "offset", (json_int_t)ev->offset,
-                          "created_ms", (json_int_t)ev->created_ms, "updated_ms",
-                          (json_int_t)ev->updated_ms);
-    if (o && ev->last_error)
-        json_object_set_new(o, "last_error", json_string(ev->last_error));
-    if (o && ev->result)
-        json_object_set_new(o, "result", json_string(ev->result));
+    json_t *o = ks_outbox_event_json(ev);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     fprintf(out, "%s\n", text ? text : "{}");
     free(text);
