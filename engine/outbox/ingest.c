@@ -115,6 +115,21 @@ static enum MHD_Result post_event(ks_http *h, struct MHD_Connection *c, const bo
     return ret;
 }
 
+json_t *ks_outbox_event_json(const ks_outbox_event *ev)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "id", ev->id, "status",
+                          ks_outbox_status_name(ev->status), "user", ev->user, "topic",
+                          ev->topic, "attempts", (int)ev->attempts, "partition",
+                          (int)ev->partition, "offset", (json_int_t)ev->offset,
+                          "created_ms", (json_int_t)ev->created_ms, "updated_ms",
+                          (json_int_t)ev->updated_ms);
+    if (o && ev->last_error)
+        json_object_set_new(o, "last_error", json_string(ev->last_error));
+    if (o && ev->result)
+        json_object_set_new(o, "result", json_string(ev->result));
+    return o;
+}
+
 static enum MHD_Result get_event(ks_http *h, struct MHD_Connection *c, const char *id)
 {
     ks_outbox_event ev;
@@ -125,15 +140,7 @@ static enum MHD_Result get_event(ks_http *h, struct MHD_Connection *c, const cha
         ks_error("outbox-http", "GET %s: %s", id, ks_outbox_last_error(h->ob));
         return fail(c, 503, "the outbox cannot be read; see the engine log");
     }
-    json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:I,s:I}", "id", ev.id, "status",
-                          ks_outbox_status_name(ev.status), "user", ev.user, "topic",
-                          ev.topic, "attempts", (int)ev.attempts, "partition",
-                          (int)ev.partition, "offset", (json_int_t)ev.offset, "created_ms",
-                          (json_int_t)ev.created_ms, "updated_ms", (json_int_t)ev.updated_ms);
-    if (o && ev.last_error)
-        json_object_set_new(o, "last_error", json_string(ev.last_error));
-    if (o && ev.result)
-        json_object_set_new(o, "result", json_string(ev.result));
+    json_t *o = ks_outbox_event_json(&ev);
     ks_outbox_event_clear(&ev);
     if (!o) /* a stored text that is not UTF-8: the row is damaged */
         ks_error("outbox-http", "GET %s: the stored event is not valid UTF-8", id);

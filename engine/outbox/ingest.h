@@ -19,6 +19,7 @@
 #ifndef KS_HTTP_H
 #define KS_HTTP_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "config/config.h"
@@ -34,5 +35,12 @@ int ks_http_start(ks_outbox *ob, const ks_cfg_outbox *cfg, ks_http **out, char *
 
 /* Stop serving (in-flight requests finish) and free. NULL is fine. */
 void ks_http_stop(ks_http *h);
+
+/* An event as GET /outbox/events/<id> shows it (also `kstreams
+ * outbox-status FILE ID`): id, status, user, topic, attempts, partition,
+ * offset, created_ms, updated_ms, and last_error and result when set. A
+ * new reference (the caller's), or NULL when a stored text is not UTF-8
+ * (a damaged row) or out of memory. */
+json_t *ks_outbox_event_json(const ks_outbox_event *ev);
 
 #endif /* KS_HTTP_H */

@@ -15,17 +15,12 @@
 #define KS_OUTBOX_PG_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "config/config.h"
 #include "http/metrics.h"
 
 /* The text of sql/outbox_pg_001.sql. */
 extern const char ks_outbox_pg_schema[];
-
-/* `kstreams outbox-schema`: print the schema. Returns the exit code (0; 64
- * usage). */
-int ks_outbox_schema_cli(int argc, char **argv, FILE *out, FILE *err);
 
 typedef struct ks_pg_dispatcher ks_pg_dispatcher;
 

@@ -8,7 +8,6 @@
 #define KS_OUTBOX_SERVICE_H
 
 #include <stddef.h>
-#include <stdio.h>
 
 #include "config/config.h"
 #include "http/metrics.h"
@@ -27,14 +26,5 @@ void ks_outbox_service_stop(ks_outbox_service *s);
 
 /* Directory of the outbox environment of p: <state_dir>/<application>/outbox. */
 void ks_outbox_dir(const ks_pipeline *p, char *buf, size_t len);
-
-/*
- * `kstreams outbox-status FILE [ID]`: argv[0] is "outbox-status". With ID
- * print the event's row as one JSON object; without, the number of rows
- * per status. Reads the outbox read-only (the engine may be running).
- * Returns the exit code: 0, 2 invalid pipeline (or no `outbox:`), 3 no
- * such event or no outbox yet, 64 usage.
- */
-int ks_outbox_status_cli(int argc, char **argv, FILE *out, FILE *err);
 
 #endif /* KS_OUTBOX_SERVICE_H */

@@ -1,9 +1,9 @@
 /*
  * reload.c - hot deploy (see reload.h for the protocol).
  *
- * Owns: the reload thread, the inotify watches, the pid file, the status
- * document, and the generation in progress (new build, its per-node
- * bindings, the old build until it is unloaded).
+ * Owns: the reload thread, the watch on the plugin files (plugin_watch.c),
+ * the pid file, the status document, and the generation in progress (new
+ * build, its per-node bindings, the old build until it is unloaded).
  *
  * Invariants:
  *  - At most one generation exists; the next starts only when the last one
@@ -22,20 +22,18 @@
 #include "runtime/reload.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "config/config.h"
 #include "base/log.h"
 #include "http/metrics.h"
+#include "runtime/plugin_watch.h"
 #include "runtime/status.h"
 #include "base/clock.h"
 #include "state/layout.h"
@@ -62,13 +60,7 @@ typedef struct gen {
 
 typedef struct watched {
     char *path;    /* as in the topology; owned (builds come and go) */
-    char base[256];
-    int wd;
-    int dirty;
     int requested;
-    int64_t last_event_ms;
-    off_t size;
-    int64_t mtime_ns;
     char last_error[1024]; /* of the last refused build; "" after a swap */
 } watched;
 
@@ -80,7 +72,8 @@ struct ks_reload {
     char pid_path[4096];
     int workers;
     ks_status *status;
-    int ifd;
+    ks_plugin_watch *watch;
+    int *changed;   /* per file: ks_plugin_watch_poll's answer */
     watched *files; /* one per topo->plugins entry */
     size_t file_count;
     sig_atomic_t seen_hup;
@@ -505,106 +498,21 @@ void ks_reload_task_opened(ks_reload *rl, int worker, ks_task *task)
                        "log); restart to run it");
 }
 
-/* ---- watching files ------------------------------------------------------ */
-
-static void file_stat(const char *path, off_t *size, int64_t *mtime_ns)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        *size = -1;
-        *mtime_ns = -1;
-        return;
-    }
-    *size = sb.st_size;
-    *mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-}
-
-static int add_watches(ks_reload *rl, char *err, size_t errlen)
-{
-    rl->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (rl->ifd < 0) {
-        snprintf(err, errlen, "inotify: %s", strerror(errno));
-        return -1;
-    }
-    for (size_t i = 0; i < rl->file_count; i++) {
-        watched *f = &rl->files[i];
-        char dir[4096];
-        const char *slash = strrchr(f->path, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - f->path) : 1,
-                 slash ? f->path : ".");
-        if (slash && slash == f->path)
-            snprintf(dir, sizeof dir, "/");
-        snprintf(f->base, sizeof f->base, "%s", slash ? slash + 1 : f->path);
-        /* one watch per directory: inotify returns the same wd for it */
-        f->wd = inotify_add_watch(rl->ifd, dir,
-                                  IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY |
-                                      IN_ATTRIB);
-        if (f->wd < 0) {
-            snprintf(err, errlen, "%s: cannot watch: %s", dir, strerror(errno));
-            return -1;
-        }
-        file_stat(f->path, &f->size, &f->mtime_ns);
-    }
-    return 0;
-}
-
-/* Read inotify events; mark the files they name as dirty. */
-static void read_events(ks_reload *rl)
-{
-    char buf[8192] __attribute__((aligned(__alignof__(struct inotify_event))));
-    for (;;) {
-        ssize_t len = read(rl->ifd, buf, sizeof buf);
-        if (len <= 0)
-            return;
-        for (char *p = buf; p < buf + len;) {
-            const struct inotify_event *ev = (const struct inotify_event *)p;
-            for (size_t i = 0; ev->len && i < rl->file_count; i++) {
-                watched *f = &rl->files[i];
-                if (f->wd == ev->wd && strcmp(f->base, ev->name) == 0) {
-                    f->dirty = 1;
-                    f->last_event_ms = ks_mono_ms();
-                }
-            }
-            p += sizeof *ev + ev->len;
-        }
-    }
-}
-
-/* A dirty file that stayed quiet and unchanged for the settle time is
- * requested; one still being written waits. */
-static void settle(ks_reload *rl)
-{
-    int64_t now = ks_mono_ms();
-    for (size_t i = 0; i < rl->file_count; i++) {
-        watched *f = &rl->files[i];
-        if (!f->dirty || now - f->last_event_ms < KS_RELOAD_SETTLE_MS)
-            continue;
-        off_t size;
-        int64_t mtime;
-        file_stat(f->path, &size, &mtime);
-        if (size < 0)
-            continue; /* gone (being replaced): wait for its next event */
-        f->dirty = 0;
-        if (size == f->size && mtime == f->mtime_ns)
-            continue; /* e.g. a chmod, or written back unchanged */
-        f->size = size;
-        f->mtime_ns = mtime;
-        if (rl->g)
-            ks_info(WHERE, "%s changed: reload queued behind the one in progress", f->path);
-        f->requested = 1;
-    }
-}
-
 /* ---- the thread ------------------------------------------------------------ */
 
 static void *reload_main(void *arg)
 {
     ks_reload *rl = arg;
     while (!rl->stop) {
-        struct pollfd pfd = {.fd = rl->ifd, .events = POLLIN};
-        if (poll(&pfd, 1, rl->g ? 10 : 100) > 0)
-            read_events(rl);
-        settle(rl);
+        ks_plugin_watch_poll(rl->watch, rl->g ? 10 : 100, KS_RELOAD_SETTLE_MS, rl->changed);
+        for (size_t i = 0; i < rl->file_count; i++) {
+            if (!rl->changed[i])
+                continue;
+            if (rl->g)
+                ks_info(WHERE, "%s changed: reload queued behind the one in progress",
+                        rl->files[i].path);
+            rl->files[i].requested = 1;
+        }
         sig_atomic_t hup = ks_signal_reload;
         if (hup != rl->seen_hup) {
             rl->seen_hup = hup;
@@ -622,6 +530,20 @@ static void *reload_main(void *arg)
         }
     }
     return NULL;
+}
+
+static int watch_files(ks_reload *rl, char *err, size_t errlen)
+{
+    const char **paths = calloc(rl->file_count + 1, sizeof *paths);
+    if (!paths) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < rl->file_count; i++)
+        paths[i] = rl->files[i].path;
+    int rc = ks_plugin_watch_start(paths, rl->file_count, &rl->watch, err, errlen);
+    free(paths);
+    return rc;
 }
 
 static int write_pid(const char *path, char *err, size_t errlen)
@@ -648,7 +570,6 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
     rl->topo = eng->topo;
     rl->api = api;
     rl->workers = p->workers;
-    rl->ifd = -1;
     rl->seen_hup = ks_signal_reload;
     pthread_mutex_init(&rl->lock, NULL);
     snprintf(rl->copy_dir, sizeof rl->copy_dir, "%s", copy_dir);
@@ -657,8 +578,9 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
     ks_layout_status_file(p->state_dir, p->application, status_path, sizeof status_path);
     rl->file_count = rl->topo->plugin_count;
     rl->files = calloc(rl->file_count + 1, sizeof *rl->files);
+    rl->changed = calloc(rl->file_count + 1, sizeof *rl->changed);
     rl->status = ks_status_new(status_path);
-    if (!rl->files || !rl->status) {
+    if (!rl->files || !rl->changed || !rl->status) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -667,7 +589,7 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
-    if (add_watches(rl, err, errlen) != 0 || write_pid(rl->pid_path, err, errlen) != 0)
+    if (watch_files(rl, err, errlen) != 0 || write_pid(rl->pid_path, err, errlen) != 0)
         goto fail;
     status_processors(rl);
     status_reload(rl, NULL, NULL, NULL, NULL);
@@ -749,8 +671,8 @@ void ks_reload_free(ks_reload *rl)
             ks_plugin_close(g->new_pl);
         gen_free(rl, g);
     }
-    if (rl->ifd >= 0)
-        close(rl->ifd);
+    ks_plugin_watch_free(rl->watch);
+    free(rl->changed);
     if (rl->pid_path[0])
         unlink(rl->pid_path);
     ks_status_free(rl->status);
@@ -759,134 +681,4 @@ void ks_reload_free(ks_reload *rl)
     free(rl->files);
     pthread_mutex_destroy(&rl->lock);
     free(rl);
-}
-
-/* ---- the command line ------------------------------------------------------ */
-
-static int app_paths(const char *file, char *pid_path, char *status_path, size_t len,
-                     FILE *errf)
-{
-    char err[2048];
-    ks_pipeline *p = NULL;
-    if (ks_pipeline_load(file, &p, err, sizeof err) != 0) {
-        fprintf(errf, "%s\n", err);
-        return -1;
-    }
-    ks_layout_pid_file(p->state_dir, p->application, pid_path, len);
-    ks_layout_status_file(p->state_dir, p->application, status_path, len);
-    ks_pipeline_free(p);
-    return 0;
-}
-
-static long status_attempts(const char *path)
-{
-    json_t *doc = NULL;
-    char err[512];
-    if (ks_status_read(path, &doc, err, sizeof err) != 0)
-        return -1;
-    long n = (long)json_integer_value(json_object_get(json_object_get(doc, "reload"),
-                                                      "attempts"));
-    int busy = json_is_true(json_object_get(json_object_get(doc, "reload"), "in_progress"));
-    json_decref(doc);
-    return busy ? -2 : n;
-}
-
-/* The pid of the engine that wrote pid_path, and whether it still runs:
- * 1 alive (*pid set), 0 not running (no pid file: *pid 0; a pid that is
- * gone, as after kill -9: *pid set). kill(pid, 0) decides, as SIGHUP does
- * for `reload`; EPERM means a process of another user runs: alive. */
-static int engine_pid(const char *pid_path, long *pid)
-{
-    *pid = 0;
-    FILE *pf = fopen(pid_path, "r");
-    long p = 0;
-    int ok = pf && fscanf(pf, "%ld", &p) == 1 && p > 0;
-    if (pf)
-        fclose(pf);
-    if (!ok)
-        return 0;
-    *pid = p;
-    return kill((pid_t)p, 0) == 0 || errno == EPERM;
-}
-
-int ks_reload_cli(const char *file, int timeout_ms, FILE *out, FILE *errf)
-{
-    char pid_path[4096], status_path[4096];
-    if (app_paths(file, pid_path, status_path, sizeof pid_path, errf) != 0)
-        return 2;
-    long pid = 0;
-    if (engine_pid(pid_path, &pid) != 1) {
-        fprintf(errf, "%s: no engine runs %s (%s)\n", pid_path, file,
-                pid ? "its pid is gone: killed?" : "no pid file");
-        return 2;
-    }
-    long before = status_attempts(status_path);
-    while (before == -2 && timeout_ms > 0) { /* a reload is in progress: wait */
-        usleep(100 * 1000);
-        timeout_ms -= 100;
-        before = status_attempts(status_path);
-    }
-    if (kill((pid_t)pid, SIGHUP) != 0) {
-        fprintf(errf, "%s: cannot signal pid %ld: %s\n", pid_path, pid, strerror(errno));
-        return 2;
-    }
-    for (int waited = 0; waited < timeout_ms; waited += 100) {
-        usleep(100 * 1000);
-        long now = status_attempts(status_path);
-        if (now >= 0 && now > before && status_attempts(status_path) >= 0) {
-            json_t *doc = NULL;
-            char err[512];
-            if (ks_status_read(status_path, &doc, err, sizeof err) != 0)
-                continue;
-            const json_t *rl = json_object_get(doc, "reload");
-            /* SIGHUP tries every plugin file: wait until all were tried */
-            if (json_is_true(json_object_get(rl, "in_progress"))) {
-                json_decref(doc);
-                continue;
-            }
-            ks_status_print(doc, out);
-            const char *res = json_string_value(json_object_get(json_object_get(rl, "last"),
-                                                                "result"));
-            int rc = res && strcmp(res, "refused") == 0 ? 1 : 0;
-            json_decref(doc);
-            return rc;
-        }
-    }
-    fprintf(errf, "%s: no reload result after %d ms (see the engine's log)\n", status_path,
-            timeout_ms);
-    return 1;
-}
-
-int ks_status_cli(const char *file, int json, FILE *out, FILE *errf)
-{
-    char pid_path[4096], status_path[4096];
-    if (app_paths(file, pid_path, status_path, sizeof pid_path, errf) != 0)
-        return 2;
-    /* status.json outlives an engine killed with -9: trust it only while
-     * the pid that wrote it runs */
-    long pid = 0;
-    if (engine_pid(pid_path, &pid) != 1) {
-        if (pid)
-            fprintf(errf, "%s: not running: pid %ld of %s is gone (killed?); %s is left "
-                          "from it\n",
-                    file, pid, pid_path, status_path);
-        else
-            fprintf(errf, "%s: not running: no pid file %s\n", file, pid_path);
-        return 2;
-    }
-    json_t *doc = NULL;
-    char err[4200];
-    if (ks_status_read(status_path, &doc, err, sizeof err) != 0) {
-        fprintf(errf, "%s\n", err);
-        return 2;
-    }
-    if (json) {
-        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-        fprintf(out, "%s\n", text ? text : "{}");
-        free(text);
-    } else {
-        ks_status_print(doc, out);
-    }
-    json_decref(doc);
-    return 0;
 }

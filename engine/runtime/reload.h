@@ -4,8 +4,9 @@
  * Triggers: the plugin file changes (inotify on its directory; a file is
  * loaded once it has been quiet for KS_RELOAD_SETTLE_MS), SIGHUP (every
  * plugin whose file holds another build), and `kstreams reload FILE`
- * (sends SIGHUP to the pid in <state_dir>/<application>/kstreams.pid and
- * waits for the result in status.json).
+ * (reload_client.h: sends SIGHUP to the pid in
+ * <state_dir>/<application>/kstreams.pid and waits for the result in
+ * status.json).
  *
  * One reload (a "generation") runs at a time; requests that arrive
  * meanwhile are queued. A generation:
@@ -84,19 +85,5 @@ void ks_reload_at_boundary(ks_reload *rl, int worker, ks_task **tasks, int32_t n
  * happens once, even when a partition moves to a worker that has not
  * reached its boundary yet). Worker thread only. */
 void ks_reload_task_opened(ks_reload *rl, int worker, ks_task *task);
-
-/*
- * `kstreams reload FILE`: signal the engine running pipeline FILE and wait
- * up to timeout_ms for the outcome, printed to `out`. Returns 0 when the
- * reload swapped a build or found nothing changed, 1 when it was refused
- * or timed out, 2 when FILE is invalid or no engine runs it.
- */
-int ks_reload_cli(const char *file, int timeout_ms, FILE *out, FILE *errf);
-
-/* `kstreams status FILE`: print the status of the engine running FILE.
- * 0, or 2 when FILE is invalid, no engine runs it (no pid file, or its pid
- * is gone: a status.json left by kill -9 is not shown) or there is no
- * status file. */
-int ks_status_cli(const char *file, int json, FILE *out, FILE *errf);
 
 #endif /* KS_RELOAD_H */

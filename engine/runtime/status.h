@@ -37,8 +37,4 @@ int ks_status_write(ks_status *st, char *err, size_t errlen);
  * owned by the caller. 0, or -1 with err "PATH: reason". */
 int ks_status_read(const char *path, json_t **out, char *err, size_t errlen);
 
-/* Print a status document for people: the processors with their builds,
- * then the last reload, then any other sections as JSON. */
-void ks_status_print(const json_t *doc, FILE *f);
-
 #endif /* KS_STATUS_H */

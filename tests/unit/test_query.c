@@ -1,5 +1,5 @@
 /*
- * test_query.c - `kstreams query` (engine/cli/cli_query.c) on the state
+ * test_query.c - `kstreams query` (engine/cli/cmd_query.c) on the state
  * directory of a stopped instance. The state is made without a broker by
  * the test driver running the same pipeline with the same state_dir, as
  * the engine would leave it (STATE_DIR/<application>/task-<P>/).
@@ -12,8 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli_help.h"
-#include "cli/cli_query.h"
+#include "cli/commands.h"
 #include "kstreams/testdriver.h"
 #include "unit/test_util.h"
 
@@ -46,7 +45,7 @@ static int query(const char *first, ...)
     size_t olen, elen;
     FILE *out = open_memstream(&out_text, &olen);
     FILE *err = open_memstream(&err_text, &elen);
-    int rc = ks_cli_query(argc, argv, out, err);
+    int rc = ks_cmd_query(argc, argv, out, err);
     fclose(out);
     fclose(err);
     return rc;

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli/commands.h"
 #include "loader/plugin.h"
 #include "runtime/reload.h"
 #include "runtime/task.h"
@@ -424,7 +425,7 @@ static void test_status_of_a_dead_engine(void)
     FILE *out = open_memstream(&out_text, &out_len), *errf = open_memstream(&err_text, &err_len);
 
     /* no pid file at all */
-    CU_ASSERT_EQUAL(ks_status_cli(file, 0, out, errf), 2);
+    CU_ASSERT_EQUAL(ks_cmd_status(2, (char *[]){"status", file, NULL}, out, errf), 2);
     fflush(errf);
     CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "not running: no pid file"));
 
@@ -439,21 +440,21 @@ static void test_status_of_a_dead_engine(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "%ld\n", (long)child);
     fclose(f);
-    CU_ASSERT_EQUAL(ks_status_cli(file, 0, out, errf), 2);
+    CU_ASSERT_EQUAL(ks_cmd_status(2, (char *[]){"status", file, NULL}, out, errf), 2);
     fflush(out);
     fflush(errf);
     CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "not running: pid "));
     CU_ASSERT_PTR_NOT_NULL(strstr(err_text, "is gone"));
     CU_ASSERT_EQUAL(out_len, 0); /* nothing of the dead engine printed */
     /* reload decides the same way */
-    CU_ASSERT_EQUAL(ks_reload_cli(file, 100, out, errf), 2);
+    CU_ASSERT_EQUAL(ks_cmd_reload(2, (char *[]){"reload", file, NULL}, out, errf), 2);
 
     /* a live pid (this process): the document is printed, exit 0 */
     f = fopen(path, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fprintf(f, "%ld\n", (long)getpid());
     fclose(f);
-    CU_ASSERT_EQUAL(ks_status_cli(file, 0, out, errf), 0);
+    CU_ASSERT_EQUAL(ks_cmd_status(2, (char *[]){"status", file, NULL}, out, errf), 0);
     fflush(out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out_text, "reload: 3 attempts, 1 swapped, 2 refused"));
 

@@ -1,0 +1,24 @@
+/*
+ * cmd_outbox_schema.c - `kstreams outbox-schema`: print the SQL of the
+ * PostgreSQL outbox (sql/outbox_pg_001.sql, compiled in).
+ */
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "outbox/outbox_pg.h"
+
+const char ks_cmd_outbox_schema_help[] =
+    "Print the SQL schema of the PostgreSQL outbox (the migration file\n"
+    "installed as PREFIX/share/kstreams/sql/outbox_pg_001.sql): the table,\n"
+    "the trigger enforcing the status transitions, ks_outbox_release().\n"
+    "exit codes: 0 ok, 64 usage\n";
+
+ks_exit ks_cmd_outbox_schema(int argc, char **argv, FILE *out, FILE *err)
+{
+    static const ks_cli_spec spec = {"outbox-schema", NULL, NULL, {NULL}, 0};
+    const char *operands[KS_CLI_MAX_OPERANDS];
+    int rc = ks_cli_parse(&spec, argc, argv, NULL, operands, out, err);
+    if (rc != KS_CLI_GO)
+        return (ks_exit)rc;
+    fputs(ks_outbox_pg_schema, out);
+    return KS_EXIT_OK;
+}
