@@ -255,6 +255,7 @@ void ks_pipeline_free(ks_pipeline *p)
         }
         free(n->functions);
         free_scalars(&n->window);
+        free(n->table);
     }
     free(p->nodes);
     for (size_t i = 0; i < p->sink_count; i++) {
@@ -844,6 +845,54 @@ enum { SRC_TOPIC, SRC_KEY, SRC_VALUE, SRC_CREATE, SRC_PARTITIONS, SRC_N };
 static const char *const SRC_KEYS[SRC_N] = {"topic", "key", "value", "create",
                                             "partitions"};
 
+/* One entry of `sources:` or `tables:` (`kind`: "source" or "table"). */
+static int parse_source(pctx *c, const ks_ynode *k, const ks_ynode *sv, ks_cfg_source *s,
+                        const char *kind)
+{
+    char what[300];
+    fields f;
+    int64_t x;
+
+    if (k->kind != KS_Y_SCALAR || ks_ynode_is_null(k))
+        return FAIL_AT(c, k, "expected a string key in '%ss'", kind);
+    if (!is_name(k->text))
+        return FAIL_AT(c, k, "invalid %s name '%s'; expected [A-Za-z0-9_-]+", kind,
+                       k->text);
+    s->name = dup_at(c, k, k->text);
+    if (!s->name)
+        return -1;
+    s->mark = mark_of(c, k);
+    s->partitions = 1;
+    if (want_map(c, k, sv, 0) != 0)
+        return -1;
+    snprintf(what, sizeof what, "%s '%s'", kind, k->text);
+    if (take_fields(c, sv, what, SRC_KEYS, SRC_N, &f) != 0)
+        return -1;
+    if (f.val[SRC_TOPIC]) {
+        if (want_topic(c, f.key[SRC_TOPIC], f.val[SRC_TOPIC], &s->topic))
+            return -1;
+        s->topic_mark = mark_of(c, f.val[SRC_TOPIC]);
+    }
+    if (f.val[SRC_KEY] &&
+        want_serde(c, f.key[SRC_KEY], f.val[SRC_KEY], &s->key_serde))
+        return -1;
+    if (f.val[SRC_VALUE] &&
+        want_serde(c, f.key[SRC_VALUE], f.val[SRC_VALUE], &s->value_serde))
+        return -1;
+    if (f.val[SRC_CREATE] &&
+        want_bool(c, f.key[SRC_CREATE], f.val[SRC_CREATE], &s->create))
+        return -1;
+    if (f.val[SRC_PARTITIONS]) {
+        if (want_int(c, f.key[SRC_PARTITIONS], f.val[SRC_PARTITIONS], 1,
+                     INT32_MAX, &x))
+            return -1;
+        s->partitions = (int32_t)x;
+    }
+    if (!s->topic)
+        return missing(c, sv, what, "topic");
+    return 0;
+}
+
 static int parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 {
     ks_pipeline *p = c->p;
@@ -855,51 +904,40 @@ static int parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     if (!p->sources)
         return oom(c, v);
     p->source_count = v->count;
-    for (size_t i = 0; i < v->count; i++) {
-        const ks_ynode *k = v->pairs[i].key, *sv = v->pairs[i].value;
-        ks_cfg_source *s = &p->sources[i];
-        char what[300];
-        fields f;
-        int64_t x;
+    for (size_t i = 0; i < v->count; i++)
+        if (parse_source(c, v->pairs[i].key, v->pairs[i].value, &p->sources[i], "source") != 0)
+            return -1;
+    return 0;
+}
 
-        if (k->kind != KS_Y_SCALAR || ks_ynode_is_null(k))
-            return FAIL_AT(c, k, "expected a string key in 'sources'");
-        if (!is_name(k->text))
-            return FAIL_AT(c, k,
-                           "invalid source name '%s'; expected [A-Za-z0-9_-]+",
-                           k->text);
-        s->name = dup_at(c, k, k->text);
-        if (!s->name)
+/* `tables:` - appended to the sources with `table` set, each with a store
+ * of its name (declared under `stores:` for its map_size, or made here)
+ * whose changelog is the table's own topic. */
+static int parse_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    ks_pipeline *p = c->p;
+    int r = want_map(c, kn, v, 1);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    ks_cfg_source *all = realloc(p->sources, (p->source_count + v->count + 1) * sizeof *all);
+    if (!all)
+        return oom(c, v);
+    p->sources = all;
+    for (size_t i = 0; i < v->count; i++) {
+        ks_cfg_source *s = &p->sources[p->source_count];
+        memset(s, 0, sizeof *s);
+        p->source_count++;
+        if (parse_source(c, v->pairs[i].key, v->pairs[i].value, s, "table") != 0)
             return -1;
-        s->mark = mark_of(c, k);
-        s->partitions = 1;
-        if (want_map(c, k, sv, 0) != 0)
+        const ks_cfg_store *known = ks_pipeline_store(p, s->name);
+        ks_cfg_store *st = known ? &p->stores[known - p->stores]
+                                 : store_add(c, v->pairs[i].key, s->name, s->mark, 1);
+        if (!st)
             return -1;
-        snprintf(what, sizeof what, "source '%s'", k->text);
-        if (take_fields(c, sv, what, SRC_KEYS, SRC_N, &f) != 0)
-            return -1;
-        if (f.val[SRC_TOPIC]) {
-            if (want_topic(c, f.key[SRC_TOPIC], f.val[SRC_TOPIC], &s->topic))
-                return -1;
-            s->topic_mark = mark_of(c, f.val[SRC_TOPIC]);
-        }
-        if (f.val[SRC_KEY] &&
-            want_serde(c, f.key[SRC_KEY], f.val[SRC_KEY], &s->key_serde))
-            return -1;
-        if (f.val[SRC_VALUE] &&
-            want_serde(c, f.key[SRC_VALUE], f.val[SRC_VALUE], &s->value_serde))
-            return -1;
-        if (f.val[SRC_CREATE] &&
-            want_bool(c, f.key[SRC_CREATE], f.val[SRC_CREATE], &s->create))
-            return -1;
-        if (f.val[SRC_PARTITIONS]) {
-            if (want_int(c, f.key[SRC_PARTITIONS], f.val[SRC_PARTITIONS], 1,
-                         INT32_MAX, &x))
-                return -1;
-            s->partitions = (int32_t)x;
-        }
-        if (!s->topic)
-            return missing(c, sv, what, "topic");
+        st->table = 1;
+        st->changelog = 0; /* the table's topic is its changelog */
+        s->table = 1;
+        s->table_store = (int)(st - p->stores);
     }
     return 0;
 }
@@ -910,11 +948,11 @@ static int parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 
 enum {
     N_NAME, N_TYPE, N_FROM, N_CONFIG, N_STORE, N_STORES, N_FUNCTIONS,
-    N_WINDOW, N_REPARTITION, N_N
+    N_WINDOW, N_REPARTITION, N_TABLE, N_N
 };
 static const char *const NODE_KEYS[N_N] = {
     "name", "type", "from", "config", "store", "stores", "functions", "window",
-    "repartition"};
+    "repartition", "table"};
 
 static int before(const ks_ynode *a, const ks_ynode *b)
 {
@@ -1061,6 +1099,11 @@ static int parse_node(pctx *c, ks_cfg_node *n, const ks_ynode *map)
     if (f.val[N_REPARTITION] &&
         parse_repartition(c, n, f.key[N_REPARTITION], f.val[N_REPARTITION]) != 0)
         return -1;
+    if (f.val[N_TABLE]) {
+        if (want_string(c, f.key[N_TABLE], f.val[N_TABLE], &n->table) != 0)
+            return -1;
+        n->table_mark = mark_of(c, f.val[N_TABLE]);
+    }
     for (int k = N_NAME; k <= N_FROM; k++)
         if (!f.val[k])
             return missing(c, map, "node", NODE_KEYS[k]);
@@ -1587,7 +1630,8 @@ static int check_names(pctx *c)
     if (!all)
         return oom(c, NULL);
     for (size_t i = 0; i < p->source_count; i++)
-        all[k++] = (named){p->sources[i].name, "source", p->sources[i].mark};
+        all[k++] = (named){p->sources[i].name, p->sources[i].table ? "table" : "source",
+                           p->sources[i].mark};
     for (size_t i = 0; i < p->node_count; i++)
         all[k++] = (named){p->nodes[i].name, "node", p->nodes[i].name_mark};
     for (size_t i = 0; i < p->sink_count; i++)
@@ -1604,6 +1648,62 @@ static int check_names(pctx *c)
             }
     free(all);
     return rc;
+}
+
+/* A node reads a table through `table:` (its store is then the node's
+ * first), never as one of its own `store:`s; the shipped `join` needs one. */
+static int check_table_refs(pctx *c, const ks_cfg_node *n)
+{
+    const ks_pipeline *p = c->p;
+    for (size_t k = 0; k < n->store_count; k++) {
+        const ks_cfg_store *st = ks_pipeline_store(p, n->stores[k]);
+        if (st && st->table)
+            return FAIL_MARK(c, n->store_marks[k],
+                             "node '%s': store '%s' is the store of table '%s'; read a "
+                             "table with `table: %s`",
+                             n->name, n->stores[k], n->stores[k], n->stores[k]);
+    }
+    if (n->table) {
+        const ks_cfg_source *t = ks_pipeline_source(p, n->table);
+        if (!t || !t->table)
+            return FAIL_MARK(c, n->table_mark,
+                             "node '%s': unknown table '%s' (not under 'tables')", n->name,
+                             n->table);
+    } else if (n->plugin && strcmp(n->plugin, "join") == 0) {
+        return FAIL_MARK(c, n->mark, "node '%s': type '%s' needs `table:` (the table it "
+                                     "looks records up in)",
+                         n->name, n->type);
+    }
+    return 0;
+}
+
+/* The table's store goes first in the node's stores: plugins find it as
+ * their first store, and a node with one is keyed (repartition.h). */
+static int link_tables(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->node_count; i++) {
+        ks_cfg_node *n = &p->nodes[i];
+        if (!n->table)
+            continue;
+        char **stores = realloc(n->stores, (n->store_count + 1) * sizeof *stores);
+        if (stores)
+            n->stores = stores;
+        ks_mark *marks = realloc(n->store_marks, (n->store_count + 1) * sizeof *marks);
+        if (marks)
+            n->store_marks = marks;
+        char *name = strdup(n->table);
+        if (!stores || !marks || !name) {
+            free(name);
+            return oom(c, NULL);
+        }
+        memmove(stores + 1, stores, n->store_count * sizeof *stores);
+        memmove(marks + 1, marks, n->store_count * sizeof *marks);
+        stores[0] = name;
+        marks[0] = n->table_mark;
+        n->store_count++;
+    }
+    return 0;
 }
 
 static int is_input(const ks_pipeline *p, const char *name)
@@ -1634,6 +1734,8 @@ static int check_refs(pctx *c)
                     return FAIL_MARK(c, n->store_marks[k],
                                      "node '%s': store '%s' is listed twice",
                                      n->name, n->stores[k]);
+        if (check_table_refs(c, n) != 0)
+            return -1;
     }
     for (size_t i = 0; i < p->sink_count; i++) {
         const ks_cfg_sink *s = &p->sinks[i];
@@ -1818,7 +1920,7 @@ static int check_unused_stores(pctx *c)
         for (size_t n = 0; n < p->node_count && !used; n++)
             for (size_t k = 0; k < p->nodes[n].store_count && !used; k++)
                 used = strcmp(p->nodes[n].stores[k], st->name) == 0;
-        if (!st->declared || used)
+        if (!st->declared || used || st->table)
             continue;
         const ks_cfg_node *by = NULL;
         size_t at = 0, best = SIZE_MAX;
@@ -1854,14 +1956,14 @@ enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
     T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
-    T_STALL_WARNING, T_N
+    T_STALL_WARNING, T_TABLES, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
     "state_dir",   "workers",        "replication_factor", "plugins",
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
-    "outbox",      "stall_warning_ms"};
+    "outbox",      "stall_warning_ms", "tables"};
 
 /* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
 static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
@@ -1965,6 +2067,8 @@ static int parse_top(pctx *c, const ks_ynode *root)
         return -1;
     if ((v = f.val[T_SOURCES]) && parse_sources(c, f.key[T_SOURCES], v) != 0)
         return -1;
+    if ((v = f.val[T_TABLES]) && f.val[T_SOURCES] && parse_tables(c, f.key[T_TABLES], v) != 0)
+        return -1;
     if ((v = f.val[T_NODES]) && parse_nodes(c, f.key[T_NODES], v) != 0)
         return -1;
     if ((v = f.val[T_SINKS]) && parse_sinks(c, f.key[T_SINKS], v) != 0)
@@ -1992,7 +2096,7 @@ static int parse_top(pctx *c, const ks_ynode *root)
     }
 
     if (check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
-        add_used_stores(c) != 0 || check_unused_stores(c) != 0)
+        link_tables(c) != 0 || add_used_stores(c) != 0 || check_unused_stores(c) != 0)
         return -1;
     return 0;
 }

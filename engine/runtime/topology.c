@@ -621,6 +621,11 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         case KS_NODE_SOURCE:
             if (n->source->internal)
                 fprintf(f, "  source %s: repartition topic %s\n", n->name, n->source->topic);
+            else if (n->source->table)
+                fprintf(f, "  table %s: topic %s (key %s, value %s) into store %s\n", n->name,
+                        n->source->topic, ks_serde_name(n->source->key_serde),
+                        ks_serde_name(n->source->value_serde),
+                        p->stores[n->source->table_store].name);
             else
                 fprintf(f, "  source %s: topic %s (key %s, value %s)\n", n->name,
                         n->source->topic, ks_serde_name(n->source->key_serde),
@@ -653,8 +658,10 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         for (size_t s = 0; s < p->store_count; s++) {
             char topic[512];
             ks_changelog_topic(t, p->stores[s].name, topic, sizeof topic);
+            if (p->stores[s].table) /* source-topic optimization: no topic of its own */
+                snprintf(topic, sizeof topic, "the table's topic");
             fprintf(f, "  %s: changelog %s\n", p->stores[s].name,
-                    p->stores[s].changelog ? topic : "(none)");
+                    p->stores[s].changelog || p->stores[s].table ? topic : "(none)");
         }
     }
     ks_repartition_print(t, f);

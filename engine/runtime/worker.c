@@ -40,6 +40,7 @@
 #include "runtime/reload.h"
 #include "runtime/repartition_purge.h"
 #include "runtime/serde.h"
+#include "runtime/table.h"
 #include "runtime/task.h"
 #include "base/clock.h"
 
@@ -89,7 +90,7 @@ struct ks_worker {
     ks_header headers[KS_MAX_HEADERS];
     uint64_t commits;
     uint64_t aborts;
-    char **changelog_topics; /* by store index */
+    char **changelog_topics; /* by store index; a table's store: its topic */
     uint64_t poisons;
     double commit_seconds;
     double process_seconds;
@@ -372,8 +373,8 @@ static int changelog_ends(ks_worker *w, const char *topic, int32_t partition, in
 
 static int restore_store(ks_worker *w, ks_task *task, int store)
 {
-    char topic[512];
-    ks_changelog_topic(w->topo, w->p->stores[store].name, topic, sizeof topic);
+    const char *topic = w->changelog_topics[store];
+    int table = w->p->stores[store].table;
     int32_t part = task->partition;
     int64_t ckpt = ks_task_checkpoint(task, store);
     int64_t lso = 0, hw = 0;
@@ -438,7 +439,10 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             }
             ks_bytes key = {m->key, m->key_len};
             ks_bytes val = {m->payload, m->len};
-            rc = ks_task_restore_put(task, store, key, m->payload ? &val : NULL, m->offset);
+            rc = table ? ks_table_restore_put(task, store, key, m->payload ? &val : NULL,
+                                              rd_kafka_message_timestamp(m, NULL), m->offset)
+                       : ks_task_restore_put(task, store, key, m->payload ? &val : NULL,
+                                             m->offset);
             progress_ms = ks_mono_ms();
             rd_kafka_message_destroy(m);
             ks_fault_point(KS_FAULT_DURING_RESTORE);
@@ -519,7 +523,8 @@ static int open_task(ks_worker *w, int32_t partition)
         return -1;
     }
     for (size_t s = 0; s < w->p->store_count; s++)
-        if (w->p->stores[s].changelog && restore_store(w, task, (int)s) != 0) {
+        if ((w->p->stores[s].changelog || w->p->stores[s].table) &&
+            restore_store(w, task, (int)s) != 0) {
             ks_task_destroy(task);
             return -1;
         }
@@ -535,8 +540,12 @@ static int open_task(ks_worker *w, int32_t partition)
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
     ks_reload_note_versions(w->eng->reload, task);
     for (size_t s = 0; s < w->p->source_count; s++) {
+        const ks_cfg_source *src = &w->p->sources[s];
         w->pos[slot(w, partition, s)] = -1;
-        w->committed[slot(w, partition, s)] = -1;
+        /* a table goes on where its restored store ends, whatever the
+         * group committed (table_positions) */
+        w->committed[slot(w, partition, s)] =
+            src->table ? ks_task_checkpoint(task, src->table_store) : -1;
         w->group_pos[slot(w, partition, s)] = -1;
     }
     ks_info(w->where, "task %d started", (int)partition);
@@ -888,6 +897,23 @@ static int commit_batch(ks_worker *w)
 
 /* ---- rebalance ------------------------------------------------------------- */
 
+/* The restore brought each table's store up to the end of its partition:
+ * the consumer starts there, not at the group's offset (which may be
+ * behind under at-least-once, or ahead of a wiped store), so the store
+ * never goes back in time and no update is applied twice. */
+static void table_positions(ks_worker *w, rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt; i++) {
+        int s = source_index(w, parts->elems[i].topic);
+        int32_t p = parts->elems[i].partition;
+        if (s < 0 || !w->p->sources[s].table || p < 0 || p >= w->partitions || !w->tasks[p])
+            continue;
+        int64_t at = w->committed[slot(w, p, (size_t)s)];
+        if (at >= 0)
+            parts->elems[i].offset = at;
+    }
+}
+
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -896,6 +922,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         for (int i = 0; i < parts->cnt; i++)
             if (open_task(w, parts->elems[i].partition) != 0)
                 break;
+        table_positions(w, parts);
         if (ks_fair_poll_assign(w->fair, parts) != 0)
             ks_warn(w->where, "no queue of its own for a partition: its records share the "
                               "consumer's queue");
@@ -1418,6 +1445,9 @@ int ks_worker_start(ks_engine *eng, int id, ks_worker **out, char *err, size_t e
     for (size_t s = 0; w->changelog_topics && s < w->p->store_count; s++) {
         char topic[512];
         ks_changelog_topic(w->topo, w->p->stores[s].name, topic, sizeof topic);
+        for (size_t t = 0; t < w->p->source_count; t++)
+            if (w->p->sources[t].table && w->p->sources[t].table_store == (int)s)
+                snprintf(topic, sizeof topic, "%s", w->p->sources[t].topic);
         if (!(w->changelog_topics[s] = strdup(topic)))
             break;
     }

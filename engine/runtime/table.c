@@ -1,0 +1,77 @@
+/*
+ * table.c - tables applied to their stores (table.h).
+ */
+#include "runtime/table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+#define TABLE_MAX_KEY 500 /* the stores' key limit (docs/stores.md) */
+
+/* Key and value as the store keeps them: timestamp, then value. The
+ * caller frees *buf. 0 or KS_ERR_NOMEM. */
+static int encode(const ks_bytes *value, int64_t ts, unsigned char **buf, ks_bytes *out)
+{
+    *buf = malloc(KS_TABLE_TS_LEN + value->len);
+    if (!*buf)
+        return KS_ERR_NOMEM;
+    ks_int64_encode(ts, *buf);
+    if (value->len)
+        memcpy(*buf + KS_TABLE_TS_LEN, value->data, value->len);
+    *out = (ks_bytes){*buf, KS_TABLE_TS_LEN + value->len};
+    return 0;
+}
+
+/* Put or delete key in db (in the open write transaction). */
+static int write_one(ks_store_db *db, ks_bytes key, const ks_bytes *value, int64_t ts)
+{
+    if (!value)
+        return ks_store_del(db, key);
+    unsigned char *buf;
+    ks_bytes enc;
+    int rc = encode(value, ts, &buf, &enc);
+    if (rc == 0)
+        rc = ks_store_put(db, key, enc);
+    free(buf);
+    return rc;
+}
+
+ks_verdict ks_table_apply(ks_task *task, const ks_topo_node *source, const ks_record *rec)
+{
+    int store = source->source->table_store;
+    if (!rec->key || rec->key_len == 0) {
+        ks_debug(task->where, "table %s: record at offset %lld has no key: ignored",
+                 source->name, (long long)rec->offset);
+        return KS_OK;
+    }
+    if (rec->key_len > TABLE_MAX_KEY) {
+        ks_warn(task->where, "table %s: key of %zu bytes at offset %lld is over the store's "
+                             "limit of %d bytes",
+                source->name, rec->key_len, (long long)rec->offset, TABLE_MAX_KEY);
+        return KS_SKIP;
+    }
+    ks_bytes key = {rec->key, rec->key_len};
+    ks_bytes val = {rec->value, rec->value_len};
+    int rc = ks_task_begin(task);
+    if (rc == 0)
+        rc = write_one(task->dbs[store], key, rec->value ? &val : NULL, rec->timestamp);
+    if (rc != 0)
+        return KS_RETRY;
+    if (rec->offset > task->changelog_hi[store])
+        task->changelog_hi[store] = rec->offset;
+    return KS_OK;
+}
+
+int ks_table_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *value,
+                         int64_t timestamp, int64_t offset)
+{
+    int rc = ks_store_begin(task->env);
+    /* what ks_table_apply ignored or refused never reached the store */
+    if (rc == 0 && key.len > 0 && key.len <= TABLE_MAX_KEY)
+        rc = write_one(task->dbs[store], key, value, timestamp);
+    if (rc == 0 && offset > task->changelog_hi[store])
+        task->changelog_hi[store] = offset;
+    return rc;
+}
