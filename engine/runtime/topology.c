@@ -658,8 +658,10 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         for (size_t s = 0; s < p->store_count; s++) {
             char topic[512];
             ks_changelog_topic(t, p->stores[s].name, topic, sizeof topic);
-            if (p->stores[s].table) /* source-topic optimization: no topic of its own */
-                snprintf(topic, sizeof topic, "the table's topic");
+            for (size_t k = 0; p->stores[s].table && k < p->source_count; k++)
+                if (p->sources[k].table && p->sources[k].table_store == (int)s)
+                    snprintf(topic, sizeof topic, "%s (the table's own topic)",
+                             p->sources[k].topic);
             fprintf(f, "  %s: changelog %s\n", p->stores[s].name,
                     p->stores[s].changelog || p->stores[s].table ? topic : "(none)");
         }

@@ -302,6 +302,35 @@ static void test_rekeyed(void)
     ks_driver_close(drv);
 }
 
+/* examples/enrichment/pipeline.yaml as its README runs it: orders keyed by
+ * id, re-keyed by customer, merged with the customer's fields. */
+static void test_example(void)
+{
+    ks_driver_options opt = {.partitions = 4, .plugin_path = PLUGINS};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open(KS_TEST_SRCDIR "/../examples/enrichment/pipeline.yaml", &opt, &drv,
+                            err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    const char *ann = "{\"name\":\"Ann\",\"city\":\"Oslo\"}";
+    const char *o1 = "{\"id\":1,\"customer\":\"c7\",\"total\":12}";
+    const char *o2 = "{\"id\":2,\"customer\":\"c9\",\"total\":5}";
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "c7", 2, ann, strlen(ann), 1), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o1", 2, o1, strlen(o1), 2), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o2", 2, o2, strlen(o2), 3), 0);
+    const char *want[] = {"{\"id\":1,\"customer\":\"c7\",\"total\":12,\"name\":\"Ann\","
+                          "\"city\":\"Oslo\"}",
+                          o2};
+    for (int i = 0; i < 2; i++) {
+        ks_driver_record r;
+        CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, NULL, &r), 0);
+        CU_ASSERT(r.value_len == strlen(want[i]) && memcmp(r.value, want[i], r.value_len) == 0);
+    }
+    ks_driver_close(drv);
+}
+
 void ks_test_register_joins(void)
 {
     CU_pSuite s = CU_add_suite("joins", NULL, NULL);
@@ -309,4 +338,5 @@ void ks_test_register_joins(void)
     CU_add_test(s, "inner, left and merge joins equal the reference model", test_model);
     CU_add_test(s, "a joiner from a plugin (KS_FN_JOINER)", test_function_joiner);
     CU_add_test(s, "a re-keyed stream joins through a repartition topic", test_rekeyed);
+    CU_add_test(s, "examples/enrichment/pipeline.yaml", test_example);
 }
