@@ -8,8 +8,6 @@
 
 #include "base/log.h"
 
-#define TABLE_MAX_KEY 500 /* the stores' key limit (docs/stores.md) */
-
 /* Key and value as the store keeps them: timestamp, then value. The
  * caller frees *buf. 0 or KS_ERR_NOMEM. */
 static int encode(const ks_bytes *value, int64_t ts, unsigned char **buf, ks_bytes *out)
@@ -46,10 +44,10 @@ ks_verdict ks_table_apply(ks_task *task, const ks_topo_node *source, const ks_re
                  source->name, (long long)rec->offset);
         return KS_OK;
     }
-    if (rec->key_len > TABLE_MAX_KEY) {
+    if (rec->key_len > KS_KEY_MAX) {
         ks_warn(task->where, "table %s: key of %zu bytes at offset %lld is over the store's "
                              "limit of %d bytes",
-                source->name, rec->key_len, (long long)rec->offset, TABLE_MAX_KEY);
+                source->name, rec->key_len, (long long)rec->offset, KS_KEY_MAX);
         return KS_SKIP;
     }
     ks_bytes key = {rec->key, rec->key_len};
@@ -69,7 +67,7 @@ int ks_table_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes 
 {
     int rc = ks_store_begin(task->env);
     /* what ks_table_apply ignored or refused never reached the store */
-    if (rc == 0 && key.len > 0 && key.len <= TABLE_MAX_KEY)
+    if (rc == 0 && key.len > 0 && key.len <= KS_KEY_MAX)
         rc = write_one(task->dbs[store], key, value, timestamp);
     if (rc == 0 && offset > task->changelog_hi[store])
         task->changelog_hi[store] = offset;
