@@ -929,6 +929,14 @@ static int parse_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v)
         p->source_count++;
         if (parse_source(c, v->pairs[i].key, v->pairs[i].value, s, "table") != 0)
             return -1;
+        /* the worker tells a table's records from a stream's by topic */
+        for (size_t j = 0; j + 1 < p->source_count; j++)
+            if (strcmp(p->sources[j].topic, s->topic) == 0)
+                return FAIL_MARK(c, s->topic_mark,
+                                 "table '%s': topic '%s' is already read by %s '%s'; a "
+                                 "topic is read either as a stream or as one table",
+                                 s->name, s->topic, p->sources[j].table ? "table" : "source",
+                                 p->sources[j].name);
         const ks_cfg_store *known = ks_pipeline_store(p, s->name);
         ks_cfg_store *st = known ? &p->stores[known - p->stores]
                                  : store_add(c, v->pairs[i].key, s->name, s->mark, 1);

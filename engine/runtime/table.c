@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "runtime/serde.h"
 
 /* Key and value as the store keeps them: timestamp, then value. The
  * caller frees *buf. 0 or KS_ERR_NOMEM. */
@@ -62,12 +63,31 @@ ks_verdict ks_table_apply(ks_task *task, const ks_topo_node *source, const ks_re
     return KS_OK;
 }
 
+/* The table whose store is `store`. */
+static const ks_cfg_source *table_of(const ks_pipeline *p, int store)
+{
+    for (size_t s = 0; s < p->source_count; s++)
+        if (p->sources[s].table && p->sources[s].table_store == store)
+            return &p->sources[s];
+    return NULL;
+}
+
+/* 1 when the worker would have applied the record: a key the store takes,
+ * and key and value in the table's serdes (else it was poison: skipped,
+ * dead-lettered, or the engine stopped before committing past it). */
+static int applicable(const ks_cfg_source *t, ks_bytes key, const ks_bytes *value)
+{
+    const char *why;
+    return t && key.len > 0 && key.len <= KS_KEY_MAX &&
+           ks_serde_check(t->key_serde, key.data, key.len, &why) == 0 &&
+           (!value || ks_serde_check(t->value_serde, value->data, value->len, &why) == 0);
+}
+
 int ks_table_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *value,
                          int64_t timestamp, int64_t offset)
 {
     int rc = ks_store_begin(task->env);
-    /* what ks_table_apply ignored or refused never reached the store */
-    if (rc == 0 && key.len > 0 && key.len <= KS_KEY_MAX)
+    if (rc == 0 && applicable(table_of(task->topo->pipeline, store), key, value))
         rc = write_one(task->dbs[store], key, value, timestamp);
     if (rc == 0 && offset > task->changelog_hi[store])
         task->changelog_hi[store] = offset;

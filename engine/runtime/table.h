@@ -32,8 +32,9 @@ ks_verdict ks_table_apply(ks_task *task, const ks_topo_node *source, const ks_re
 /*
  * During restore: apply the table record at `offset` (value NULL: a
  * tombstone; key and value borrowed) to table store `store` as
- * ks_table_apply does, records it would ignore or refuse skipped. 0 or a
- * negative ks_err from the store.
+ * ks_table_apply does. Records the worker never applies are skipped: no
+ * key, a key over KS_KEY_MAX, a key or value not in the table's serde
+ * (poison). 0 or a negative ks_err from the store.
  */
 int ks_table_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *value,
                          int64_t timestamp, int64_t offset);

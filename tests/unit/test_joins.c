@@ -95,6 +95,9 @@ static void test_yaml(void)
                     "'customers'; read a table with `table: customers`");
     snprintf(yaml, sizeof yaml, HEAD "  orders: { topic: x }\n%s", tail);
     parse_err(yaml, "j.yaml:8:3: duplicate name 'orders'; already used by the source at line 5");
+    snprintf(yaml, sizeof yaml, HEAD "  c2: { topic: orders }\n%s", tail);
+    parse_err(yaml, "j.yaml:8:16: table 'c2': topic 'orders' is already read by source "
+                    "'orders'; a topic is read either as a stream or as one table");
     snprintf(yaml, sizeof yaml, HEAD "  c2: { topic: x, store: y }\n%s", tail);
     parse_err(yaml, "j.yaml:8:19: unknown key 'store' in table 'c2'; expected one of: topic, "
                     "key, value, create, partitions");
