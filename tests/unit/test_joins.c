@@ -285,6 +285,9 @@ static void test_rekeyed(void)
     const ks_topo_node *src = ks_topology_node(t, "enrich-repartition-source");
     CU_ASSERT_PTR_NOT_NULL(src);
     CU_ASSERT(src && src->source->internal);
+    /* the table is in the join's sub-topology, not in one of its own */
+    CU_ASSERT_EQUAL(ks_topology_node(t, "customers")->sub, ks_topology_node(t, "enrich")->sub);
+    CU_ASSERT_EQUAL(t->sub_count, 2);
     ks_topology_free(t);
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
