@@ -308,6 +308,42 @@ static void test_rekeyed(void)
     ks_driver_close(drv);
 }
 
+/* A plugin cannot write a table's store (KS_ERR_STATE); a sink reading the
+ * table (`from: customers`) gets its updates and tombstones as applied. */
+static void test_read_only_and_updates(void)
+{
+    const char *yaml = HEAD "nodes:\n"
+                            "  - { name: w, type: joiner.writer, from: orders, table: customers }\n"
+                            "sinks:\n"
+                            "  - { name: out, from: w, topic: out, key: string, value: string }\n"
+                            "  - { name: changes, from: customers, topic: ch, key: string,"
+                            " value: json }\n";
+    ks_driver_options opt = {.partitions = 2, .plugin_path = PLUGINS};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open_text("j.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "a", 1, "{\"n\":1}", 7, 4), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "a", 1, NULL, 0, 5), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "a", 1, "1", 1, 6), 0);
+    ks_driver_record r;
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "changes", &r), 0);
+    CU_ASSERT(r.value_len == 7 && memcmp(r.value, "{\"n\":1}", 7) == 0 && r.timestamp == 4);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "changes", &r), 0);
+    CU_ASSERT(r.value == NULL && r.timestamp == 5);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    char want[16];
+    snprintf(want, sizeof want, "rc=%d", KS_ERR_STATE);
+    CU_ASSERT(r.value_len == strlen(want) && memcmp(r.value, want, r.value_len) == 0);
+    ks_bytes v;
+    CU_ASSERT_EQUAL(ks_driver_store_get(drv, "customers", ks_driver_partition_for("a", 1, 2),
+                                        "a", 1, &v),
+                    KS_ERR_NOT_FOUND); /* the tombstone, not the writer's "x" */
+    ks_driver_close(drv);
+}
+
 /* examples/enrichment/pipeline.yaml as its README runs it: orders keyed by
  * id, re-keyed by customer, merged with the customer's fields. */
 static void test_example(void)
@@ -344,5 +380,6 @@ void ks_test_register_joins(void)
     CU_add_test(s, "inner, left and merge joins equal the reference model", test_model);
     CU_add_test(s, "a joiner from a plugin (KS_FN_JOINER)", test_function_joiner);
     CU_add_test(s, "a re-keyed stream joins through a repartition topic", test_rekeyed);
+    CU_add_test(s, "a table's store is read-only; its updates flow to from:", test_read_only_and_updates);
     CU_add_test(s, "examples/enrichment/pipeline.yaml", test_example);
 }
