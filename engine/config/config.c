@@ -1677,7 +1677,8 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
             return FAIL_MARK(c, n->table_mark,
                              "node '%s': unknown table '%s' (not under 'tables')", n->name,
                              n->table);
-    } else if (n->plugin && strcmp(n->plugin, "join") == 0) {
+    } else if (n->plugin && strcmp(n->plugin, "join") == 0 && n->processor &&
+               strcmp(n->processor, "join") == 0) {
         return FAIL_MARK(c, n->mark, "node '%s': type '%s' needs `table:` (the table it "
                                      "looks records up in)",
                          n->name, n->type);
@@ -1685,31 +1686,50 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
     return 0;
 }
 
-/* The table's store goes first in the node's stores: plugins find it as
- * their first store, and a node with one is keyed (repartition.h). */
+/* Insert store `name` at `at` in n's stores: 1, or 0 when it is there
+ * already, -1 when out of memory. */
+static int add_store_at(pctx *c, ks_cfg_node *n, size_t at, const char *name, ks_mark mark)
+{
+    for (size_t k = 0; k < n->store_count; k++)
+        if (strcmp(n->stores[k], name) == 0)
+            return 0;
+    char **stores = realloc(n->stores, (n->store_count + 1) * sizeof *stores);
+    if (stores)
+        n->stores = stores;
+    ks_mark *marks = realloc(n->store_marks, (n->store_count + 1) * sizeof *marks);
+    if (marks)
+        n->store_marks = marks;
+    char *copy = strdup(name);
+    if (!stores || !marks || !copy) {
+        free(copy);
+        return oom(c, NULL);
+    }
+    memmove(stores + at + 1, stores + at, (n->store_count - at) * sizeof *stores);
+    memmove(marks + at + 1, marks + at, (n->store_count - at) * sizeof *marks);
+    stores[at] = copy;
+    marks[at] = mark;
+    n->store_count++;
+    return 1;
+}
+
+/* The stores a node may read: its `table:`'s first (plugins find it as
+ * their first store), then those of the tables it reads in `from:`, in
+ * that order (a table-table join looks both up). A node with one is keyed
+ * (repartition.h). */
 static int link_tables(pctx *c)
 {
     ks_pipeline *p = c->p;
     for (size_t i = 0; i < p->node_count; i++) {
         ks_cfg_node *n = &p->nodes[i];
-        if (!n->table)
-            continue;
-        char **stores = realloc(n->stores, (n->store_count + 1) * sizeof *stores);
-        if (stores)
-            n->stores = stores;
-        ks_mark *marks = realloc(n->store_marks, (n->store_count + 1) * sizeof *marks);
-        if (marks)
-            n->store_marks = marks;
-        char *name = strdup(n->table);
-        if (!stores || !marks || !name) {
-            free(name);
-            return oom(c, NULL);
+        size_t at = 0;
+        int rc = n->table ? add_store_at(c, n, at, n->table, n->table_mark) : 0;
+        for (size_t k = 0; rc >= 0 && k < n->from_count; k++) {
+            at += (size_t)rc;
+            const ks_cfg_source *t = ks_pipeline_source(p, n->from[k]);
+            rc = t && t->table ? add_store_at(c, n, at, t->name, n->from_marks[k]) : 0;
         }
-        memmove(stores + 1, stores, n->store_count * sizeof *stores);
-        memmove(marks + 1, marks, n->store_count * sizeof *marks);
-        stores[0] = name;
-        marks[0] = n->table_mark;
-        n->store_count++;
+        if (rc < 0)
+            return -1;
     }
     return 0;
 }

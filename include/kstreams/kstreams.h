@@ -204,7 +204,9 @@ typedef ks_verdict (*ks_merger_fn)(const ks_host_api *api, ks_bytes key,
 typedef ks_verdict (*ks_handler_fn)(ks_ctx *ctx, const ks_record *command,
                                     ks_buf *out);
 /* Join a stream record's value `left` with the table's value for `key`:
- * `right` is NULL when the table has none (left joins only). Write the
+ * `right` is NULL when the table has none (left joins only; in a
+ * table-table join `left.data` is NULL when the left table has none, outer
+ * joins only). Write the
  * joined value into `out`; KS_SKIP drops the record as poison (the
  * pipeline's poison policy), KS_OK with `out` never set forwards a
  * tombstone. All borrowed until return. ABI 1.4. */

@@ -308,6 +308,103 @@ static void test_rekeyed(void)
     ks_driver_close(drv);
 }
 
+/* ---- table-table joins ----------------------------------------------------- */
+
+static const char *TT_YAML =
+    HEAD "  accounts: { topic: accounts, key: string, value: json }\n"
+         "nodes:\n"
+         "  - { name: tt_inner, type: join.tables, from: [customers, accounts],\n"
+         "      config: { left: customers, right: accounts } }\n"
+         "  - { name: tt_left, type: join.tables, from: [customers, accounts],\n"
+         "      config: { left: customers, right: accounts, kind: left } }\n"
+         "  - { name: tt_outer, type: join.tables, from: [accounts, customers],\n"
+         "      config: { left: customers, right: accounts, kind: outer } }\n"
+         "sinks:\n"
+         "  - { name: o_inner, from: tt_inner, topic: t1, key: string, value: json }\n"
+         "  - { name: o_left, from: tt_left, topic: t2, key: string, value: json }\n"
+         "  - { name: o_outer, from: tt_outer, topic: t3, key: string, value: json }\n";
+
+typedef struct side {
+    int present[KEYS], version[KEYS];
+    int64_t ts[KEYS];
+} side;
+
+/* Next output of sink: (key, value or tombstone when NULL, ts)? */
+static int expect_value(ks_driver *drv, const char *sink, const char *key, const char *value,
+                        int64_t ts)
+{
+    if (value)
+        return expect(drv, sink, key, value, ts);
+    ks_driver_record r;
+    if (ks_driver_read_output(drv, sink, &r) != 0 || r.value || r.timestamp != ts ||
+        r.key_len != strlen(key) || memcmp(r.key, key, r.key_len) != 0) {
+        fprintf(stderr, "\n%s: expected a tombstone for %s @%lld\n", sink, key, (long long)ts);
+        return 0;
+    }
+    return 1;
+}
+
+/* After a change of key k: what each kind of join must emit. */
+static int tt_expect(ks_driver *drv, const side *l, const side *r, int k, int64_t ts)
+{
+    char key[16], lv[64], rv[64], pair[200];
+    snprintf(key, sizeof key, "c%d", k);
+    snprintf(lv, sizeof lv, "{\"c\":%d,\"v\":%d}", k, l->version[k]);
+    snprintf(rv, sizeof rv, "{\"a\":%d,\"v\":%d}", k, r->version[k]);
+    snprintf(pair, sizeof pair, "{\"left\":%s,\"right\":%s}", l->present[k] ? lv : "null",
+             r->present[k] ? rv : "null");
+    int64_t out_ts = ts;
+    if (l->present[k] && l->ts[k] > out_ts)
+        out_ts = l->ts[k];
+    if (r->present[k] && r->ts[k] > out_ts)
+        out_ts = r->ts[k];
+    int ok = expect_value(drv, "o_inner", key, l->present[k] && r->present[k] ? pair : NULL,
+                          out_ts);
+    ok &= expect_value(drv, "o_left", key, l->present[k] ? pair : NULL, out_ts);
+    ok &= expect_value(drv, "o_outer", key, l->present[k] || r->present[k] ? pair : NULL,
+                       out_ts);
+    return ok && ks_driver_output_count(drv, NULL) == 0;
+}
+
+static void test_table_table(void)
+{
+    ks_driver_options opt = {.partitions = 3, .plugin_path = PLUGINS};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open_text("j.yaml", TT_YAML, strlen(TT_YAML), &opt, &drv, err,
+                                 sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    side sides[2];
+    memset(sides, 0, sizeof sides);
+    unsigned seed = 99;
+    int bad = 0, tombstones = 0;
+    for (int i = 0; i < STEPS && !bad; i++) {
+        int which = rand_r(&seed) % 2, k = rand_r(&seed) % KEYS;
+        int del = rand_r(&seed) % 4 == 0;
+        int64_t ts = 1000 + rand_r(&seed) % 5000;
+        side *sd = &sides[which];
+        char key[16], value[64];
+        snprintf(key, sizeof key, "c%d", k);
+        snprintf(value, sizeof value, which ? "{\"a\":%d,\"v\":%d}" : "{\"c\":%d,\"v\":%d}", k,
+                 sd->version[k] + 1);
+        if (ks_driver_pipe(drv, which ? "accounts" : "customers", key, strlen(key),
+                           del ? NULL : value, del ? 0 : strlen(value), ts) != 0) {
+            bad = 1;
+            break;
+        }
+        sd->version[k]++;
+        sd->present[k] = !del;
+        sd->ts[k] = ts;
+        tombstones += del;
+        bad = !tt_expect(drv, &sides[0], &sides[1], k, ts);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(tombstones > 500);
+    ks_driver_close(drv);
+}
+
 /* A plugin cannot write a table's store (KS_ERR_STATE); a sink reading the
  * table (`from: customers`) gets its updates and tombstones as applied. */
 static void test_read_only_and_updates(void)
@@ -380,6 +477,7 @@ void ks_test_register_joins(void)
     CU_add_test(s, "inner, left and merge joins equal the reference model", test_model);
     CU_add_test(s, "a joiner from a plugin (KS_FN_JOINER)", test_function_joiner);
     CU_add_test(s, "a re-keyed stream joins through a repartition topic", test_rekeyed);
+    CU_add_test(s, "table-table inner, left and outer joins equal the model", test_table_table);
     CU_add_test(s, "a table's store is read-only; its updates flow to from:", test_read_only_and_updates);
     CU_add_test(s, "examples/enrichment/pipeline.yaml", test_example);
 }
