@@ -371,7 +371,9 @@ static int changelog_ends(ks_worker *w, const char *topic, int32_t partition, in
     return e ? -1 : 0;
 }
 
-static int restore_store(ks_worker *w, ks_task *task, int store)
+/* Replay store `store` from its checkpoint to the end of its changelog, or
+ * to `limit` when that is >= 0 and before the end. */
+static int restore_store(ks_worker *w, ks_task *task, int store, int64_t limit)
 {
     const char *topic = w->changelog_topics[store];
     int table = w->p->stores[store].table;
@@ -400,6 +402,8 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
             return -1;
         usleep(100 * 1000);
     }
+    if (limit >= 0 && limit < lso)
+        lso = limit;
     int64_t from = ckpt < 0 ? 0 : ckpt;
     if (from >= lso) {
         ks_info(task->where, "store %s partition %d up to date at offset %lld (no replay)",
@@ -500,6 +504,57 @@ static int restore_store(ks_worker *w, ks_task *task, int store)
 
 /* ---- tasks and assignment -------------------------------------------------- */
 
+/* The source index of the table whose store is `store`, or -1. */
+static int table_source(const ks_worker *w, int store)
+{
+    for (size_t s = 0; s < w->p->source_count; s++)
+        if (w->p->sources[s].table && w->p->sources[s].table_store == store)
+            return (int)s;
+    return -1;
+}
+
+/* Where a table's restore stops. A table nothing reads in `from:` catches
+ * up to the end of its partition before the task's first record (-1: no
+ * limit; table_positions starts the consumer there). One whose changes
+ * flow on (a table-table join, an update stream) stops at the group's
+ * committed offset: the consumer processes the rest, so that every change
+ * reaches its readers once. -2 when the offset cannot be read. */
+static int64_t table_restore_limit(ks_worker *w, int src, int32_t partition)
+{
+    if (w->topo->nodes[src].child_count == 0)
+        return -1;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, w->p->sources[src].topic, partition);
+    int64_t at = -2;
+    int64_t end = ks_mono_ms() + 60000;
+    while (at == -2 && ks_mono_ms() < end && !ks_engine_stopping(w->eng)) {
+        if (rd_kafka_committed(w->consumer, l, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            !l->elems[0].err)
+            at = l->elems[0].offset >= 0 ? l->elems[0].offset : 0;
+        else
+            usleep(200 * 1000); /* e.g. a previous owner's offsets still pending */
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    if (at == -2)
+        fail(w, "table %s [%d]: cannot read the group's committed offset",
+             w->p->sources[src].topic, (int)partition);
+    return at;
+}
+
+/* Restore every store of a new task (tables: table_restore_limit). */
+static int restore_task(ks_worker *w, ks_task *task)
+{
+    for (size_t s = 0; s < w->p->store_count; s++) {
+        int src = w->p->stores[s].table ? table_source(w, (int)s) : -1;
+        if (!w->p->stores[s].changelog && src < 0)
+            continue;
+        int64_t limit = src >= 0 ? table_restore_limit(w, src, task->partition) : -1;
+        if (limit == -2 || restore_store(w, task, (int)s, limit) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int open_task(ks_worker *w, int32_t partition)
 {
     if (partition < 0 || partition >= w->partitions) {
@@ -522,12 +577,10 @@ static int open_task(ks_worker *w, int32_t partition)
         fail(w, "%s", err);
         return -1;
     }
-    for (size_t s = 0; s < w->p->store_count; s++)
-        if ((w->p->stores[s].changelog || w->p->stores[s].table) &&
-            restore_store(w, task, (int)s) != 0) {
-            ks_task_destroy(task);
-            return -1;
-        }
+    if (restore_task(w, task) != 0) {
+        ks_task_destroy(task);
+        return -1;
+    }
     /* the restored stores say which state format they are in: a pending
      * migration runs in the task's first batch, a newer one is refused */
     if (ks_task_check_versions(task, err, sizeof err) != 0) {
@@ -542,10 +595,12 @@ static int open_task(ks_worker *w, int32_t partition)
     for (size_t s = 0; s < w->p->source_count; s++) {
         const ks_cfg_source *src = &w->p->sources[s];
         w->pos[slot(w, partition, s)] = -1;
-        /* a table goes on where its restored store ends, whatever the
-         * group committed (table_positions) */
+        /* a table nothing reads in from: goes on where its restored store
+         * ends, whatever the group committed (table_positions) */
         w->committed[slot(w, partition, s)] =
-            src->table ? ks_task_checkpoint(task, src->table_store) : -1;
+            src->table && w->topo->nodes[s].child_count == 0
+                ? ks_task_checkpoint(task, src->table_store)
+                : -1;
         w->group_pos[slot(w, partition, s)] = -1;
     }
     ks_info(w->where, "task %d started", (int)partition);

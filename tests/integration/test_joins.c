@@ -23,8 +23,12 @@
  *   5. the state directory deleted, SIGKILL during the restore of the
  *      table, restart: the store rebuilt from the table's topic alone
  *      (new orders see exactly the last versions).
- * A last case: a table whose topic has 3 partitions against 4 for the
- * orders stops the start with both counts.
+ * Then another application joins customers with an empty table `accounts`
+ * (join.tables, outer) from the start of the table's history, SIGKILLed
+ * after a Kafka commit and with kill -9 while customers change: every
+ * change gives exactly one output, in the order written. A last case: a table
+ * whose topic has 3 partitions against 4 for the orders stops the start
+ * with both counts.
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -38,7 +42,8 @@
 #define MAX_ORDERS 60000
 #define MAX_VERSIONS 64
 
-static char dir[256], app[128], orders[128], customers[128], out_left[128], out_inner[128];
+static char dir[256], app[128], orders[128], customers[128], accounts[128], out_left[128],
+    out_inner[128], out_profile[128];
 static char yaml_a[512], yaml_b[512], log_a[512], log_b[512], state_a[400];
 static long produced;
 /* per customer: its versions in the order written (index 0: absent at
@@ -241,10 +246,12 @@ static void write_pipeline(const char *path, const char *state, const char *tabl
                   "  orders: { topic: %s, key: string, value: json }\n"
                   "tables:\n"
                   "  customers: { topic: %s, key: string, value: json }\n"
+
                   "nodes:\n"
                   "  - { name: left, type: join, from: orders, table: customers,"
                   " config: { kind: left } }\n"
                   "  - { name: inner, type: join, from: orders, table: customers }\n"
+
                   "sinks:\n"
                   "  - { from: left, topic: %s, key: string, value: json, create: true, "
                   "partitions: 4 }\n"
@@ -269,6 +276,8 @@ static void setup(void)
     it_unique(customers, sizeof customers, "customers");
     it_unique(out_left, sizeof out_left, "enriched-left");
     it_unique(out_inner, sizeof out_inner, "enriched-inner");
+    it_unique(accounts, sizeof accounts, "accounts");
+    it_unique(out_profile, sizeof out_profile, "profiles");
     static const char *const compact[] = {"cleanup.policy", "compact", NULL};
     CU_ASSERT_FATAL(it_create_topic(orders, 4) == 0);
     CU_ASSERT_FATAL(it_create_topic_with(customers, 4, 1, compact) == 0);
@@ -421,6 +430,108 @@ static void test_restore_from_table_topic(void)
     check_both("state wiped, killed in the restore");
 }
 
+/* Another application: the table-table outer join of customers with an
+ * empty table accounts, SIGKILLed after a Kafka commit and with kill -9
+ * while customers change. The table's changes flow on, so its restore
+ * stops at the group's committed offset and the consumer processes the
+ * rest: every change of the whole history gives exactly one output, in
+ * the order written: {"left": <the version>, "right": null}, a tombstone
+ * for a deletion. */
+static void table_table_pipeline(const char *path, const char *application)
+{
+    it_write_file(path,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "commit_interval_ms: 100\n"
+                  "state_dir: %s/state-tt\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n"
+                  "  orders: { topic: %s, key: string, value: json }\n"
+                  "tables:\n"
+                  "  customers: { topic: %s, key: string, value: json }\n"
+                  "  accounts: { topic: %s, key: string, value: json, create: true,"
+                  " partitions: 4 }\n"
+                  "nodes:\n"
+                  "  - { name: profile, type: join.tables, from: [customers, accounts],"
+                  " config: { left: customers, right: accounts, kind: outer } }\n"
+                  "sinks:\n"
+                  "  - { from: profile, topic: %s, key: string, value: json, create: true,"
+                  " partitions: 4 }\n",
+                  application, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, customers,
+                  accounts, out_profile);
+}
+
+static void change_customers(int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        int from = (r * 13) % 190;
+        set_customers(from, from + 10, r % 5 == 4);
+        it_sleep_ms(50);
+    }
+}
+
+static void test_table_table_kill9(void)
+{
+    char path[600], application[160], log_tt[600];
+    snprintf(application, sizeof application, "%s-tt", app);
+    snprintf(path, sizeof path, "%s/tt.yaml", dir);
+    snprintf(log_tt, sizeof log_tt, "%s/tt.log", dir);
+    table_table_pipeline(path, application);
+    pid_t e = it_engine_start_env(path, "tt", log_tt, "KS_CRASH_AT=after-kafka-commit:3");
+    int st = -1;
+    for (int64_t end = it_now_ms() + 60000; st < 0 && it_now_ms() < end;) {
+        change_customers(2);
+        st = it_engine_wait(e, 100);
+    }
+    if (st < 0)
+        it_engine_kill(e);
+    CU_ASSERT_EQUAL(st, 137);
+    e = it_engine_start(path, "tt", log_tt);
+    change_customers(10);
+    it_sleep_ms(700);
+    it_engine_kill(e);
+    change_customers(10);
+    e = it_engine_start(path, "tt", log_tt);
+    long want = 0;
+    for (int k = 0; k < CUSTOMERS; k++)
+        want += hcount[k] - 1;
+    it_msgs out = {0};
+    it_consume(out_profile, (size_t)want, 500, 60000, &out);
+    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
+    int next[CUSTOMERS];
+    for (int k = 0; k < CUSTOMERS; k++)
+        next[k] = 1; /* hist[k][0] is the empty start */
+    long wrong = 0, extra = 0, missing = 0;
+    for (size_t i = 0; i < out.count; i++) {
+        const it_msg *m = &out.items[i];
+        int k = m->key && m->key[0] == 'c' ? atoi(m->key + 1) : -1;
+        if (k < 0 || k >= CUSTOMERS || next[k] >= hcount[k]) {
+            extra++;
+            continue;
+        }
+        int version = 0;
+        if (m->value) {
+            json_t *v = json_loadb(m->value, m->value_len, 0, NULL);
+            json_t *l = json_object_get(v, "left");
+            version = json_is_null(json_object_get(v, "right"))
+                          ? (int)json_integer_value(json_object_get(l, "v"))
+                          : -1;
+            json_decref(v);
+        }
+        wrong += version != hist[k][next[k]++];
+    }
+    for (int k = 0; k < CUSTOMERS; k++)
+        missing += hcount[k] - next[k];
+    printf("\n  [table-table] %zu outputs for %ld table changes: %ld wrong or out of order, "
+           "%ld extra, %ld missing",
+           out.count, want, wrong, extra, missing);
+    CU_ASSERT_EQUAL(out.count, (size_t)want);
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(extra, 0);
+    CU_ASSERT_EQUAL(missing, 0);
+    it_msgs_free(&out);
+}
+
 static void test_not_copartitioned(void)
 {
     char topic[128], path[600], log2[600];
@@ -448,6 +559,8 @@ int main(void)
         {"a second process joins and leaves", test_two_processes},
         {"state wiped, SIGKILL in the restore: rebuilt from the table's topic",
          test_restore_from_table_topic},
+        {"table-table outer join, SIGKILL at the commit and kill -9: every change once",
+         test_table_table_kill9},
         {"a table with another partition count is refused", test_not_copartitioned},
         {NULL, NULL}};
     return it_main("joins", cases);
