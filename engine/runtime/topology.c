@@ -701,6 +701,9 @@ void ks_topology_print_dot(const ks_topology *t, FILE *f)
         for (size_t s = 0; s < n->store_count; s++)
             fprintf(f, "  \"%s\" -> \"store:%s\" [style=dashed];\n", n->name,
                     t->pipeline->stores[n->stores[s]].name);
+        if (n->kind == KS_NODE_SOURCE && n->source->table) /* the table fills its store */
+            fprintf(f, "  \"%s\" -> \"store:%s\" [style=bold];\n", n->name,
+                    t->pipeline->stores[n->source->table_store].name);
         for (size_t c = 0; c < n->child_count; c++)
             fprintf(f, "  \"%s\" -> \"%s\";\n", n->name, t->nodes[n->children[c]].name);
         /* a repartition sink feeds its topic's source through Kafka */
