@@ -79,6 +79,10 @@ typedef struct ks_cfg_source {
      * (repartition.c), never written in YAML; `partitions` is then the
      * node's `repartition: { partitions: N }`, 0 for the sources' count */
     int internal;
+    /* 1: a table (`tables:`), read as a changelog into store
+     * `table_store` (an index into pipeline->stores), not a stream */
+    int table;
+    int table_store;
 } ks_cfg_source;
 
 typedef struct ks_cfg_store {
@@ -87,6 +91,8 @@ typedef struct ks_cfg_store {
     int changelog;      /* default 1 */
     int declared;       /* 1: under `stores:`; 0: created with defaults
                            because a node names it (mark = that use)  */
+    int table;          /* 1: the store of the table of the same name: its
+                           topic is its changelog; plugins only read it */
     ks_mark mark;
 } ks_cfg_store;
 
@@ -118,6 +124,9 @@ typedef struct ks_cfg_node {
     int32_t repartition_partitions; /* `repartition: { partitions: N }`;
                                        0: the sources' count         */
     ks_mark repartition_mark;     /* of the `repartition:` key          */
+    char *table;                  /* `table:` the table it looks up, or
+                                     NULL; its store is stores[0]      */
+    ks_mark table_mark;
     ks_mark mark;       /* of the node's map */
     ks_mark type_mark;  /* of the `type:` value */
     ks_mark name_mark;  /* of the `name:` value */
@@ -205,7 +214,7 @@ typedef struct ks_pipeline {
     char *metrics_token;             /* Bearer token; required when
                                         metrics_listen is not loopback   */
     ks_cfg_http_limits metrics_limits; /* 16 connections, 10s idle, 10s */
-    ks_cfg_source *sources;
+    ks_cfg_source *sources;          /* the streams, then the tables */
     size_t source_count;
     ks_cfg_node *nodes;
     size_t node_count;

@@ -44,7 +44,8 @@ int ks_cfg_check_names(pctx *c)
     if (!all)
         return oom(c, NULL);
     for (size_t i = 0; i < p->source_count; i++)
-        all[k++] = (named){p->sources[i].name, "source", p->sources[i].mark};
+        all[k++] = (named){p->sources[i].name, p->sources[i].table ? "table" : "source",
+                           p->sources[i].mark};
     for (size_t i = 0; i < p->node_count; i++)
         all[k++] = (named){p->nodes[i].name, "node", p->nodes[i].name_mark};
     for (size_t i = 0; i < p->sink_count; i++)
@@ -61,6 +62,78 @@ int ks_cfg_check_names(pctx *c)
             }
     free(all);
     return rc;
+}
+
+/* A node reads a table through `table:` (its store is then the node's
+ * first), never as one of its own `store:`s; the shipped `join` needs one. */
+static int check_table_refs(pctx *c, const ks_cfg_node *n)
+{
+    const ks_pipeline *p = c->p;
+    for (size_t k = 0; k < n->store_count; k++) {
+        const ks_cfg_store *st = ks_pipeline_store(p, n->stores[k]);
+        if (st && st->table)
+            return FAIL_MARK(c, n->store_marks[k],
+                             "node '%s': store '%s' is the store of table '%s'; read a "
+                             "table with `table: %s`",
+                             n->name, n->stores[k], n->stores[k], n->stores[k]);
+    }
+    if (n->table) {
+        const ks_cfg_source *t = ks_pipeline_source(p, n->table);
+        if (!t || !t->table)
+            return FAIL_MARK(c, n->table_mark,
+                             "node '%s': unknown table '%s' (not under 'tables')", n->name,
+                             n->table);
+    } else if (n->plugin && strcmp(n->plugin, "join") == 0 && n->processor &&
+               strcmp(n->processor, "join") == 0) {
+        return FAIL_MARK(c, n->mark, "node '%s': type '%s' needs `table:` (the table it "
+                                     "looks records up in)",
+                         n->name, n->type);
+    }
+    return 0;
+}
+
+/* Insert store `name` at `at` in n's stores: 1, or 0 when it is there
+ * already, -1 when out of memory. */
+static int add_store_at(pctx *c, ks_cfg_node *n, size_t at, const char *name, ks_mark mark)
+{
+    for (size_t k = 0; k < n->store_count; k++)
+        if (strcmp(n->stores[k], name) == 0)
+            return 0;
+    char **stores = realloc(n->stores, (n->store_count + 1) * sizeof *stores);
+    if (stores)
+        n->stores = stores;
+    ks_mark *marks = realloc(n->store_marks, (n->store_count + 1) * sizeof *marks);
+    if (marks)
+        n->store_marks = marks;
+    char *copy = strdup(name);
+    if (!stores || !marks || !copy) {
+        free(copy);
+        return oom(c, NULL);
+    }
+    memmove(stores + at + 1, stores + at, (n->store_count - at) * sizeof *stores);
+    memmove(marks + at + 1, marks + at, (n->store_count - at) * sizeof *marks);
+    stores[at] = copy;
+    marks[at] = mark;
+    n->store_count++;
+    return 1;
+}
+
+int ks_cfg_link_tables(pctx *c)
+{
+    ks_pipeline *p = c->p;
+    for (size_t i = 0; i < p->node_count; i++) {
+        ks_cfg_node *n = &p->nodes[i];
+        size_t at = 0;
+        int rc = n->table ? add_store_at(c, n, at, n->table, n->table_mark) : 0;
+        for (size_t k = 0; rc >= 0 && k < n->from_count; k++) {
+            at += (size_t)rc;
+            const ks_cfg_source *t = ks_pipeline_source(p, n->from[k]);
+            rc = t && t->table ? add_store_at(c, n, at, t->name, n->from_marks[k]) : 0;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static int is_input(const ks_pipeline *p, const char *name)
@@ -91,6 +164,8 @@ int ks_cfg_check_refs(pctx *c)
                     return FAIL_MARK(c, n->store_marks[k],
                                      "node '%s': store '%s' is listed twice",
                                      n->name, n->stores[k]);
+        if (check_table_refs(c, n) != 0)
+            return -1;
     }
     for (size_t i = 0; i < p->sink_count; i++) {
         const ks_cfg_sink *s = &p->sinks[i];
@@ -275,7 +350,7 @@ int ks_cfg_check_unused_stores(pctx *c)
         for (size_t n = 0; n < p->node_count && !used; n++)
             for (size_t k = 0; k < p->nodes[n].store_count && !used; k++)
                 used = strcmp(p->nodes[n].stores[k], st->name) == 0;
-        if (!st->declared || used)
+        if (!st->declared || used || st->table)
             continue;
         const ks_cfg_node *by = NULL;
         size_t at = 0, best = SIZE_MAX;

@@ -100,6 +100,54 @@ enum { SRC_TOPIC, SRC_KEY, SRC_VALUE, SRC_CREATE, SRC_PARTITIONS, SRC_N };
 static const char *const SRC_KEYS[SRC_N] = {"topic", "key", "value", "create",
                                             "partitions"};
 
+/* One entry of `sources:` or `tables:` (`kind`: "source" or "table"). */
+static int parse_source(pctx *c, const ks_ynode *k, const ks_ynode *sv, ks_cfg_source *s,
+                        const char *kind)
+{
+    char what[300];
+    fields f;
+    int64_t x;
+
+    if (k->kind != KS_Y_SCALAR || ks_ynode_is_null(k))
+        return FAIL_AT(c, k, "expected a string key in '%ss'", kind);
+    if (!is_name(k->text))
+        return FAIL_AT(c, k, "invalid %s name '%s'; expected [A-Za-z0-9_-]+", kind,
+                       k->text);
+    s->name = dup_at(c, k, k->text);
+    if (!s->name)
+        return -1;
+    s->mark = mark_of(c, k);
+    s->partitions = 1;
+    if (want_map(c, k, sv, 0) != 0)
+        return -1;
+    snprintf(what, sizeof what, "%s '%s'", kind, k->text);
+    if (take_fields(c, sv, what, SRC_KEYS, SRC_N, &f) != 0)
+        return -1;
+    if (f.val[SRC_TOPIC]) {
+        if (want_topic(c, f.key[SRC_TOPIC], f.val[SRC_TOPIC], &s->topic))
+            return -1;
+        s->topic_mark = mark_of(c, f.val[SRC_TOPIC]);
+    }
+    if (f.val[SRC_KEY] &&
+        want_serde(c, f.key[SRC_KEY], f.val[SRC_KEY], &s->key_serde))
+        return -1;
+    if (f.val[SRC_VALUE] &&
+        want_serde(c, f.key[SRC_VALUE], f.val[SRC_VALUE], &s->value_serde))
+        return -1;
+    if (f.val[SRC_CREATE] &&
+        want_bool(c, f.key[SRC_CREATE], f.val[SRC_CREATE], &s->create))
+        return -1;
+    if (f.val[SRC_PARTITIONS]) {
+        if (want_int(c, f.key[SRC_PARTITIONS], f.val[SRC_PARTITIONS], 1,
+                     INT32_MAX, &x))
+            return -1;
+        s->partitions = (int32_t)x;
+    }
+    if (!s->topic)
+        return missing(c, sv, what, "topic");
+    return 0;
+}
+
 int ks_cfg_parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 {
     ks_pipeline *p = c->p;
@@ -111,51 +159,48 @@ int ks_cfg_parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     if (!p->sources)
         return oom(c, v);
     p->source_count = v->count;
-    for (size_t i = 0; i < v->count; i++) {
-        const ks_ynode *k = v->pairs[i].key, *sv = v->pairs[i].value;
-        ks_cfg_source *s = &p->sources[i];
-        char what[300];
-        fields f;
-        int64_t x;
+    for (size_t i = 0; i < v->count; i++)
+        if (parse_source(c, v->pairs[i].key, v->pairs[i].value, &p->sources[i], "source") != 0)
+            return -1;
+    return 0;
+}
 
-        if (k->kind != KS_Y_SCALAR || ks_ynode_is_null(k))
-            return FAIL_AT(c, k, "expected a string key in 'sources'");
-        if (!is_name(k->text))
-            return FAIL_AT(c, k,
-                           "invalid source name '%s'; expected [A-Za-z0-9_-]+",
-                           k->text);
-        s->name = dup_at(c, k, k->text);
-        if (!s->name)
+/* `tables:` - appended to the sources with `table` set, each with a store
+ * of its name (declared under `stores:` for its map_size, or made here)
+ * whose changelog is the table's own topic. */
+int ks_cfg_parse_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    ks_pipeline *p = c->p;
+    int r = want_map(c, kn, v, 1);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    ks_cfg_source *all = realloc(p->sources, (p->source_count + v->count + 1) * sizeof *all);
+    if (!all)
+        return oom(c, v);
+    p->sources = all;
+    for (size_t i = 0; i < v->count; i++) {
+        ks_cfg_source *s = &p->sources[p->source_count];
+        memset(s, 0, sizeof *s);
+        p->source_count++;
+        if (parse_source(c, v->pairs[i].key, v->pairs[i].value, s, "table") != 0)
             return -1;
-        s->mark = mark_of(c, k);
-        s->partitions = 1;
-        if (want_map(c, k, sv, 0) != 0)
+        /* the worker tells a table's records from a stream's by topic */
+        for (size_t j = 0; j + 1 < p->source_count; j++)
+            if (strcmp(p->sources[j].topic, s->topic) == 0)
+                return FAIL_MARK(c, s->topic_mark,
+                                 "table '%s': topic '%s' is already read by %s '%s'; a "
+                                 "topic is read either as a stream or as one table",
+                                 s->name, s->topic, p->sources[j].table ? "table" : "source",
+                                 p->sources[j].name);
+        const ks_cfg_store *known = ks_pipeline_store(p, s->name);
+        ks_cfg_store *st = known ? &p->stores[known - p->stores]
+                                 : store_add(c, v->pairs[i].key, s->name, s->mark, 1);
+        if (!st)
             return -1;
-        snprintf(what, sizeof what, "source '%s'", k->text);
-        if (take_fields(c, sv, what, SRC_KEYS, SRC_N, &f) != 0)
-            return -1;
-        if (f.val[SRC_TOPIC]) {
-            if (want_topic(c, f.key[SRC_TOPIC], f.val[SRC_TOPIC], &s->topic))
-                return -1;
-            s->topic_mark = mark_of(c, f.val[SRC_TOPIC]);
-        }
-        if (f.val[SRC_KEY] &&
-            want_serde(c, f.key[SRC_KEY], f.val[SRC_KEY], &s->key_serde))
-            return -1;
-        if (f.val[SRC_VALUE] &&
-            want_serde(c, f.key[SRC_VALUE], f.val[SRC_VALUE], &s->value_serde))
-            return -1;
-        if (f.val[SRC_CREATE] &&
-            want_bool(c, f.key[SRC_CREATE], f.val[SRC_CREATE], &s->create))
-            return -1;
-        if (f.val[SRC_PARTITIONS]) {
-            if (want_int(c, f.key[SRC_PARTITIONS], f.val[SRC_PARTITIONS], 1,
-                         INT32_MAX, &x))
-                return -1;
-            s->partitions = (int32_t)x;
-        }
-        if (!s->topic)
-            return missing(c, sv, what, "topic");
+        st->table = 1;
+        st->changelog = 0; /* the table's topic is its changelog */
+        s->table = 1;
+        s->table_store = (int)(st - p->stores);
     }
     return 0;
 }
@@ -166,11 +211,11 @@ int ks_cfg_parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 
 enum {
     N_NAME, N_TYPE, N_FROM, N_CONFIG, N_STORE, N_STORES, N_FUNCTIONS,
-    N_WINDOW, N_REPARTITION, N_N
+    N_WINDOW, N_REPARTITION, N_TABLE, N_N
 };
 static const char *const NODE_KEYS[N_N] = {
     "name", "type", "from", "config", "store", "stores", "functions", "window",
-    "repartition"};
+    "repartition", "table"};
 
 static int before(const ks_ynode *a, const ks_ynode *b)
 {
@@ -317,6 +362,11 @@ static int parse_node(pctx *c, ks_cfg_node *n, const ks_ynode *map)
     if (f.val[N_REPARTITION] &&
         parse_repartition(c, n, f.key[N_REPARTITION], f.val[N_REPARTITION]) != 0)
         return -1;
+    if (f.val[N_TABLE]) {
+        if (want_string(c, f.key[N_TABLE], f.val[N_TABLE], &n->table) != 0)
+            return -1;
+        n->table_mark = mark_of(c, f.val[N_TABLE]);
+    }
     for (int k = N_NAME; k <= N_FROM; k++)
         if (!f.val[k])
             return missing(c, map, "node", NODE_KEYS[k]);

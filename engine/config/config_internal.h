@@ -11,7 +11,7 @@
  *   config_model.c    lookups in a parsed pipeline and ks_pipeline_free
  *   config_schema.c   error reporting, mappings with a fixed set of keys,
  *                     and the typed value readers (want_*)
- *   config_graph.c    stores:, sources:, nodes:, sinks:
+ *   config_graph.c    stores:, sources:, tables:, nodes:, sinks:
  *   config_outbox.c   outbox: (both backends)
  *   config_checks.c   the cross checks after every key is read (names
  *                     unique, references, cycles, stores used/declared)
@@ -188,6 +188,8 @@ int ks_cfg_parse_stores(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 #define parse_stores(c, kn, v) ks_cfg_parse_stores(c, kn, v)
 int ks_cfg_parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 #define parse_sources(c, kn, v) ks_cfg_parse_sources(c, kn, v)
+int ks_cfg_parse_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v);
+#define parse_tables(c, kn, v) ks_cfg_parse_tables(c, kn, v)
 int ks_cfg_parse_nodes(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 #define parse_nodes(c, kn, v) ks_cfg_parse_nodes(c, kn, v)
 int ks_cfg_parse_sinks(pctx *c, const ks_ynode *kn, const ks_ynode *v);
@@ -208,6 +210,12 @@ int ks_cfg_check_refs(pctx *c);
 /* No cycle among nodes. */
 int ks_cfg_check_cycles(pctx *c);
 #define check_cycles(c) ks_cfg_check_cycles(c)
+/* The stores a node may read: its `table:`'s first (plugins find it as
+ * their first store), then those of the tables it reads in `from:`, in
+ * that order (a table-table join looks both up). A node with one is keyed
+ * (repartition.h). */
+int ks_cfg_link_tables(pctx *c);
+#define link_tables(c) ks_cfg_link_tables(c)
 /* Stores named by nodes but not declared: added with defaults. */
 int ks_cfg_add_used_stores(pctx *c);
 #define add_used_stores(c) ks_cfg_add_used_stores(c)

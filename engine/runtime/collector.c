@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "kafka/kafka.h"
 #include "runtime/serde.h"
+#include "runtime/table.h"
 
 /* Delivery reports: remember changelog offsets (opaque = the task's
  * changelog_hi slot) and the first failure. */
@@ -214,7 +215,7 @@ int ks_collector_init(ks_collector *c, const ks_topology *topo, const char *wher
     c->changelog_topics = calloc(p->store_count + 1, sizeof *c->changelog_topics);
     for (size_t s = 0; c->changelog_topics && s < p->store_count; s++) {
         char topic[512];
-        ks_changelog_topic(topo, p->stores[s].name, topic, sizeof topic);
+        ks_store_changelog(topo, (int)s, topic, sizeof topic);
         if (!(c->changelog_topics[s] = strdup(topic)))
             break;
     }

@@ -202,6 +202,8 @@ static int store_write(ks_store *st, ks_bytes key, const ks_bytes *value)
     if (!can_run(st->ctx))
         return KS_ERR_STATE;
     ks_task *task = st->ctx->task;
+    if (task->topo->pipeline->stores[st->index].table)
+        return KS_ERR_STATE; /* a table changes only by its topic (table.h) */
     if (st->ctx->migrating)
         ks_fault_point(KS_FAULT_MID_MIGRATE);
     int rc = ks_task_begin(task);

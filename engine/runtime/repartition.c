@@ -258,12 +258,22 @@ void ks_repartition_number(ks_topology *t)
         up[i] = (int)i;
         id[i] = -1;
     }
-    for (size_t i = 0; i < n; i++)
-        for (size_t c = 0; c < t->nodes[i].child_count; c++) {
-            int a = find(up, (int)i), b = find(up, t->nodes[i].children[c]);
+    for (size_t i = 0; i < n; i++) {
+        const ks_topo_node *x = &t->nodes[i];
+        /* a table goes with the nodes that look it up (`table:`), as a
+         * KTable source does with its join in Kafka Streams */
+        const ks_topo_node *table = x->kind == KS_NODE_PROCESSOR && x->cfg->table
+                                        ? ks_topology_node(t, x->cfg->table)
+                                        : NULL;
+        for (size_t c = 0; c <= x->child_count; c++) {
+            int other = c < x->child_count ? x->children[c] : table ? table->index : -1;
+            if (other < 0)
+                continue;
+            int a = find(up, (int)i), b = find(up, other);
             if (a != b)
                 up[a > b ? a : b] = a < b ? a : b;
         }
+    }
     int next = 0;
     for (size_t i = 0; i < n; i++) { /* sources come first in t->nodes */
         int r = find(up, (int)i);

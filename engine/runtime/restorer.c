@@ -11,16 +11,18 @@
 #include "base/log.h"
 #include "http/metrics.h"
 #include "kafka/kafka.h"
+#include "runtime/table.h"
 
 /* One store's replay: what it reads and how far it got. */
 typedef struct replay {
     ks_task *task;
     int store;
+    int table;         /* the store of a table: restored from the table's topic */
     const char *name;  /* the store's */
-    char topic[512];   /* its changelog */
+    char topic[512];   /* its changelog, or the table's topic */
     int32_t partition;
     int64_t from;      /* first offset replayed */
-    int64_t lso;       /* replayed up to here */
+    int64_t lso;       /* replayed up to here (at most a table's limit) */
     int64_t started_ms;
     uint64_t done;     /* records applied */
 } replay;
@@ -143,8 +145,8 @@ static void report_progress(ks_restorer *r, const replay *rp, int64_t now)
  * for up to two minutes without progress. */
 static int apply(ks_restorer *r, replay *rp, rd_kafka_message_t *m, int64_t *progress_ms)
 {
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
-        return 1;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || (rp->table && !m->err && m->offset >= rp->lso))
+        return 1; /* past a table's limit: the group's consumer applies the rest */
     if (m->err && ks_mono_ms() - *progress_ms < 120000) {
         ks_warn(r->where, "restore of %s [%d]: %s (retrying)", rp->topic, (int)rp->partition,
                 rd_kafka_message_errstr(m));
@@ -157,7 +159,10 @@ static int apply(ks_restorer *r, replay *rp, rd_kafka_message_t *m, int64_t *pro
     }
     ks_bytes key = {m->key, m->key_len};
     ks_bytes val = {m->payload, m->len};
-    int rc = ks_task_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL, m->offset);
+    int rc = rp->table ? ks_table_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
+                                              rd_kafka_message_timestamp(m, NULL), m->offset)
+                       : ks_task_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
+                                             m->offset);
     *progress_ms = ks_mono_ms();
     ks_fault_point(KS_FAULT_DURING_RESTORE);
     if (rc != 0) {
@@ -234,16 +239,20 @@ static int finish(ks_restorer *r, replay *rp)
     return 0;
 }
 
-static int restore_store(ks_restorer *r, ks_task *task, int store)
+/* Replay store `store` from its checkpoint to the end of its changelog,
+ * or to `limit` when that is >= 0 and before the end. */
+static int restore_store(ks_restorer *r, ks_task *task, int store, int64_t limit)
 {
     const ks_pipeline *p = task->topo->pipeline;
     replay rp = {.task = task, .store = store, .name = p->stores[store].name,
-                 .partition = task->partition};
-    ks_changelog_topic(task->topo, rp.name, rp.topic, sizeof rp.topic);
+                 .table = p->stores[store].table, .partition = task->partition};
+    ks_store_changelog(task->topo, store, rp.topic, sizeof rp.topic);
     int64_t checkpoint = ks_task_checkpoint(task, store);
     int rc = wait_stable_end(r, &rp);
     if (rc != 0)
         return rc;
+    if (limit >= 0 && limit < rp.lso)
+        rp.lso = limit;
     rp.from = checkpoint < 0 ? 0 : checkpoint;
     if (rp.from >= rp.lso) {
         ks_info(task->where, "store %s partition %d up to date at offset %lld (no replay)",
@@ -259,13 +268,56 @@ static int restore_store(ks_restorer *r, ks_task *task, int store)
     return finish(r, &rp);
 }
 
-int ks_restorer_restore(ks_restorer *r, ks_task *task)
+/* Where a table's restore stops. A table nothing reads in `from:` catches
+ * up to the end of its partition before the task's first record (-1: no
+ * limit; the worker starts its consumer there). One whose changes flow on
+ * (a table-table join, an update stream) stops at the group's committed
+ * offset: the group's consumer processes the rest, so that every change
+ * reaches its readers once. 0 with *limit set, KS_ERR_STATE when the
+ * engine is stopping, KS_ERR_IO (engine stopped) when the offset cannot
+ * be read within a minute. */
+static int table_restore_limit(ks_restorer *r, rd_kafka_t *group, const ks_task *task,
+                               const ks_cfg_source *table, int64_t *limit)
+{
+    const ks_topology *t = task->topo;
+    *limit = -1;
+    if (t->nodes[table - t->pipeline->sources].child_count == 0)
+        return 0;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, table->topic, task->partition);
+    int64_t end = ks_mono_ms() + 60000;
+    int rc = KS_ERR_IO;
+    while (ks_mono_ms() < end) {
+        if (ks_engine_stopping(r->eng)) {
+            rc = KS_ERR_STATE;
+            break;
+        }
+        if (rd_kafka_committed(group, l, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            !l->elems[0].err) {
+            *limit = l->elems[0].offset >= 0 ? l->elems[0].offset : 0;
+            rc = 0;
+            break;
+        }
+        usleep(200 * 1000); /* e.g. a previous owner's offsets still pending */
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    if (rc == KS_ERR_IO)
+        ks_engine_fail(r->eng, r->where, "table %s [%d]: cannot read the group's committed offset",
+                       table->topic, (int)task->partition);
+    return rc;
+}
+
+int ks_restorer_restore(ks_restorer *r, ks_task *task, rd_kafka_t *group)
 {
     const ks_pipeline *p = task->topo->pipeline;
     for (size_t s = 0; s < p->store_count; s++) {
-        if (!p->stores[s].changelog)
+        const ks_cfg_source *table = ks_table_of_store(p, (int)s);
+        if (!p->stores[s].changelog && !table)
             continue;
-        int rc = restore_store(r, task, (int)s);
+        int64_t limit = -1;
+        int rc = table ? table_restore_limit(r, group, task, table, &limit) : 0;
+        if (rc == 0)
+            rc = restore_store(r, task, (int)s, limit);
         if (rc != 0)
             return rc;
     }

@@ -36,11 +36,14 @@ void ks_restorer_free(ks_restorer *r);
 /*
  * Bring every changelogged store of `task` (just created, borrowed) up to
  * its changelog's last stable offset, after waiting (up to 2 minutes) for
- * a previous owner's open transaction to end, and commit the stores.
+ * a previous owner's open transaction to end, and commit the stores. A
+ * table's store is restored from the table's topic; when the table's
+ * changes flow on to nodes, only up to the offset the group committed
+ * for it, read with `group` (the worker's consumer, borrowed).
  * 0; KS_ERR_STATE when the engine began stopping meanwhile; another
  * negative ks_err after stopping the engine (the message names the topic
  * and partition). On error the task's store batch is aborted.
  */
-int ks_restorer_restore(ks_restorer *r, ks_task *task);
+int ks_restorer_restore(ks_restorer *r, ks_task *task, rd_kafka_t *group);
 
 #endif /* KS_RESTORER_H */

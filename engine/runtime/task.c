@@ -18,6 +18,7 @@
 #include "runtime/crash.h"
 #include "base/fault.h"
 #include "runtime/host_json.h"
+#include "runtime/table.h"
 #include "base/log.h"
 #include "base/fs.h"
 #include "state/layout.h"
@@ -276,6 +277,9 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
         *now = rec->timestamp;
     if (rec->timestamp > task->stream_time)
         task->stream_time = rec->timestamp;
+    /* a table's record updates its store before its children see it */
+    if (source->source && source->source->table && task->verdict == KS_OK)
+        task->verdict = ks_table_apply(task, source, rec);
     for (size_t c = 0; c < source->child_count && task->verdict == KS_OK; c++)
         ks_task_dispatch(task, &task->topo->nodes[source->children[c]], rec);
     /* stream-time punctuations due after this record */
@@ -514,6 +518,8 @@ static int write_versions(ks_task *task, struct ks_ctx *ctx)
     int rc = ks_task_begin(task);
     for (size_t s = 0; rc == 0 && s < n->store_count; s++) {
         int idx = n->stores[s];
+        if (task->topo->pipeline->stores[idx].table)
+            continue; /* a table's format is the engine's (table.h) */
         rc = ks_store_version_set(task->dbs[idx], v);
         ks_bytes val = {enc, sizeof enc};
         if (rc == 0 && task->io.changelog && task->topo->pipeline->stores[idx].changelog)
@@ -624,6 +630,8 @@ int ks_task_check_versions(ks_task *task, char *err, size_t errlen)
         const char *store = p->stores[n->stores[0]].name;
         for (size_t s = 0; s < n->store_count; s++) {
             uint32_t v;
+            if (p->stores[n->stores[s]].table)
+                continue; /* read by the node, never written: no version */
             int rc = ks_store_version_get(task->dbs[n->stores[s]], &v);
             if (rc == KS_ERR_NOT_FOUND)
                 continue;

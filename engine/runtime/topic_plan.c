@@ -16,13 +16,25 @@ static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *e
         const ks_cfg_source *s = &p->sources[i];
         if (s->internal)
             continue; /* repartition topics: sized after the sources */
-        ks_topic_spec spec = {.topic = s->topic, .what = "source", .create = s->create,
-                              .partitions = s->partitions,
+        /* a table's topic is its store's changelog: made compacted */
+        static const char *const compact[] = {"cleanup.policy", "compact", NULL};
+        ks_topic_spec spec = {.topic = s->topic, .what = s->table ? "table" : "source",
+                              .create = s->create, .partitions = s->partitions,
                               .replication = p->replication_factor,
-                              .strict_partitions = 1};
+                              .strict_partitions = 1, .configs = s->table ? compact : NULL};
         ks_topic_found f;
         if (ks_topic_ensure(rk, &spec, &f, err, errlen) != 0)
             return -1;
+        if (s->table && f.partitions != *tasks) { /* tables come after the streams */
+            snprintf(err, errlen,
+                     "%s:%d:%d: table '%s' is not co-partitioned with the sources: its "
+                     "topic %s has %d partitions, the sources %d; a task looks records up "
+                     "in the table partition of its own number, so the table's topic "
+                     "needs %d partitions, keyed as the streams that join it",
+                     s->mark.file, s->mark.line, s->mark.col, s->name, s->topic,
+                     (int)f.partitions, (int)*tasks, (int)*tasks);
+            return -1;
+        }
         if (*tasks && f.partitions != *tasks) {
             snprintf(err, errlen,
                      "source topics are not co-partitioned: %s has %d partitions, others %d",

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runtime/repartition.h"
+#include "runtime/table.h"
 
 /* ---- printing --------------------------------------------------------- */
 
@@ -45,6 +46,11 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         case KS_NODE_SOURCE:
             if (n->source->internal)
                 fprintf(f, "  source %s: repartition topic %s\n", n->name, n->source->topic);
+            else if (n->source->table)
+                fprintf(f, "  table %s: topic %s (key %s, value %s) into store %s\n", n->name,
+                        n->source->topic, ks_serde_name(n->source->key_serde),
+                        ks_serde_name(n->source->value_serde),
+                        p->stores[n->source->table_store].name);
             else
                 fprintf(f, "  source %s: topic %s (key %s, value %s)\n", n->name,
                         n->source->topic, ks_serde_name(n->source->key_serde),
@@ -76,9 +82,13 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         fprintf(f, "stores:\n");
         for (size_t s = 0; s < p->store_count; s++) {
             char topic[512];
-            ks_changelog_topic(t, p->stores[s].name, topic, sizeof topic);
+            const ks_cfg_source *table = ks_table_of_store(p, (int)s);
+            if (table)
+                snprintf(topic, sizeof topic, "%s (the table's own topic)", table->topic);
+            else
+                ks_changelog_topic(t, p->stores[s].name, topic, sizeof topic);
             fprintf(f, "  %s: changelog %s\n", p->stores[s].name,
-                    p->stores[s].changelog ? topic : "(none)");
+                    p->stores[s].changelog || p->stores[s].table ? topic : "(none)");
         }
     }
     ks_repartition_print(t, f);
@@ -116,6 +126,9 @@ void ks_topology_print_dot(const ks_topology *t, FILE *f)
         for (size_t s = 0; s < n->store_count; s++)
             fprintf(f, "  \"%s\" -> \"store:%s\" [style=dashed];\n", n->name,
                     t->pipeline->stores[n->stores[s]].name);
+        if (n->kind == KS_NODE_SOURCE && n->source->table) /* the table fills its store */
+            fprintf(f, "  \"%s\" -> \"store:%s\" [style=bold];\n", n->name,
+                    t->pipeline->stores[n->source->table_store].name);
         for (size_t c = 0; c < n->child_count; c++)
             fprintf(f, "  \"%s\" -> \"%s\";\n", n->name, t->nodes[n->children[c]].name);
         /* a repartition sink feeds its topic's source through Kafka */

@@ -125,7 +125,7 @@ static int open_task(ks_worker *w, int32_t partition)
         fail(w, "%s", err);
         return KS_ERR_IO;
     }
-    int rc = ks_restorer_restore(&w->restore, task);
+    int rc = ks_restorer_restore(&w->restore, task, w->consumer);
     if (rc != 0) {
         ks_task_destroy(task);
         return rc;
@@ -142,8 +142,14 @@ static int open_task(ks_worker *w, int32_t partition)
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
     ks_reload_note_versions(w->eng->reload, task);
     for (size_t s = 0; s < w->p->source_count; s++) {
+        const ks_cfg_source *src = &w->p->sources[s];
         w->a.pos[slot(w, partition, s)] = -1;
-        w->a.committed[slot(w, partition, s)] = -1;
+        /* a table nothing reads in from: goes on where its restored store
+         * ends, whatever the group committed (table_positions) */
+        w->a.committed[slot(w, partition, s)] =
+            src->table && w->topo->nodes[s].child_count == 0
+                ? ks_task_checkpoint(task, src->table_store)
+                : -1;
     }
     ks_info(w->where, "task %d started", (int)partition);
     return 0;
@@ -174,6 +180,26 @@ static int commit_batch(ks_worker *w)
 
 /* ---- rebalance ------------------------------------------------------------- */
 
+static int source_index(const ks_worker *w, const char *topic);
+
+/* The restore brought each table's store up to the end of its partition:
+ * the consumer starts there, not at the group's offset (which may be
+ * behind under at-least-once, or ahead of a wiped store), so the store
+ * never goes back in time and no update is applied twice. */
+static void table_positions(ks_worker *w, rd_kafka_topic_partition_list_t *parts)
+{
+    for (int i = 0; i < parts->cnt; i++) {
+        int s = source_index(w, parts->elems[i].topic);
+        int32_t p = parts->elems[i].partition;
+        if (s < 0 || !w->p->sources[s].table || p < 0 || p >= w->a.partitions ||
+            !w->a.tasks[p])
+            continue;
+        int64_t at = w->a.committed[slot(w, p, (size_t)s)];
+        if (at >= 0)
+            parts->elems[i].offset = at;
+    }
+}
+
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -182,6 +208,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         for (int i = 0; i < parts->cnt; i++)
             if (open_task(w, parts->elems[i].partition) != 0)
                 break;
+        table_positions(w, parts);
         if (ks_fair_poll_assign(w->fair, parts) != 0)
             ks_warn(w->where, "no queue of its own for a partition: its records share the "
                               "consumer's queue");

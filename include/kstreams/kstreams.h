@@ -38,6 +38,8 @@
  *       json_int64, json_double, json_iter_init, json_iter_next (read a
  *       value in place) and json_writer, json_put_*, json_finish (build an
  *       object in a host buffer); the types ks_json_span and ks_json_iter.
+ *  1.4  KS_FN_JOINER, ks_joiner_fn: the joiner of the shipped `join`
+ *       (docs/tables-and-joins.md); plugins of 1.0-1.3 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -50,7 +52,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 3
+#define KS_ABI_MINOR 4
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -180,7 +182,8 @@ typedef enum ks_function_kind {
     KS_FN_AGGREGATOR = 2,  /* ks_aggregator_fn  */
     KS_FN_REDUCER = 3,     /* ks_reducer_fn     */
     KS_FN_MERGER = 4,      /* ks_merger_fn      */
-    KS_FN_HANDLER = 5      /* ks_handler_fn     */
+    KS_FN_HANDLER = 5,     /* ks_handler_fn     */
+    KS_FN_JOINER = 6       /* ks_joiner_fn (ABI 1.4) */
 } ks_function_kind;
 
 /* Write the initial aggregate for `key` into `out`. */
@@ -200,6 +203,16 @@ typedef ks_verdict (*ks_merger_fn)(const ks_host_api *api, ks_bytes key,
  * records SUCCESS, KS_SKIP records PUSHED_FAILURE. */
 typedef ks_verdict (*ks_handler_fn)(ks_ctx *ctx, const ks_record *command,
                                     ks_buf *out);
+/* Join a stream record's value `left` with the table's value for `key`:
+ * `right` is NULL when the table has none (left joins only; in a
+ * table-table join `left.data` is NULL when the left table has none, outer
+ * joins only). Write the
+ * joined value into `out`; KS_SKIP drops the record as poison (the
+ * pipeline's poison policy), KS_OK with `out` never set forwards a
+ * tombstone. All borrowed until return. ABI 1.4. */
+typedef ks_verdict (*ks_joiner_fn)(const ks_host_api *api, ks_bytes key,
+                                   ks_bytes left, const ks_bytes *right,
+                                   ks_buf *out);
 
 typedef struct ks_function {
     const char *name;
@@ -427,7 +440,10 @@ struct ks_host_api {
      * comes first. NOT_FOUND if absent. */
     int (*store_get)(ks_store *st, ks_bytes key, ks_bytes *value);
     /* Write key = value (both copied). Mirrored to the changelog and
-     * committed with the task's transaction. Keys are 1..KS_KEY_MAX bytes. */
+     * committed with the task's transaction. Keys are 1..KS_KEY_MAX bytes.
+     * KS_ERR_STATE for the store of a table (the node's `table:`): a
+     * table changes only by its topic; its values are the record's
+     * timestamp (8 bytes big-endian) then the record's value. */
     int (*store_put)(ks_store *st, ks_bytes key, ks_bytes value);
     /* Delete key (a tombstone in the changelog). 0 even if absent. */
     int (*store_delete)(ks_store *st, ks_bytes key);

@@ -4,8 +4,8 @@
 # `pkg-config --cflags kstreams`, checked and run by the installed binary
 # against the real broker; and `kstreams check` on every invalid YAML
 # fixture printing exactly the FILE:LINE:COL error the fixture expects; and
-# the commands of examples/page-views, examples/windows and examples/mailbox
-# README.md as written, their outputs compared with what the READMEs show.
+# the commands of examples/page-views, examples/windows, examples/mailbox
+# and examples/enrichment README.md as written, their outputs compared with what the READMEs show.
 # Prints "readme: N passed, N failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -186,7 +186,26 @@ tr '\n' ' ' <"$readme" | grep -qF "alice's session \`[1000, 61000]\` with 158 by
   bad "examples/windows/README.md: bytes-per-session: want '$want', got '$got'"
 stop_engine && ok "windows engine: clean stop (kill %1)" || bad "windows engine did not stop"
 
-# 6c. examples/mailbox/README.md, "Run it": run.sh prints the statuses shown
+# 6c. examples/enrichment/README.md, "Run it": the enriched orders shown
+readme=$ROOT/examples/enrichment/README.md
+mkdir -p enr/examples/enrichment && ln -s "$BUILD" enr/build
+subst=(-e "s#127.0.0.1:9092#$BOOT#g" -e "s#^application: enrichment#application: enr-$s#"
+       -e "s#topic: orders-enriched,#topic: orders-enriched-$s,#" -e "s#topic: orders,#topic: orders-$s,#"
+       -e "s#topic: customers,#topic: customers-$s,#" -e "s#-t orders-enriched #-t orders-enriched-$s #"
+       -e "s#-t orders #-t orders-$s #" -e "s#-t customers #-t customers-$s #")
+sed "${subst[@]}" "$ROOT/examples/enrichment/pipeline.yaml" >enr/examples/enrichment/pipeline.yaml
+sh_block_after "$readme" "test_readme.sh runs this block" | sed "${subst[@]}" >enr.block
+(cd enr && run_readme_setup "$WORK/enr.block" "orders-$s" 4) >enr.log 2>&1
+got=$(cd enr && consume_until "$WORK/enr.block" 2 | sort)
+want=$(text_block_after "$readme" "prints (in either order)" | sort)
+if [ -n "$want" ] && [ "$got" = "$want" ]; then
+  ok "examples/enrichment/README.md: the enriched orders of the README"
+else
+  bad "examples/enrichment/README.md: want '$want', got '$got' (log $WORK/enr.log)"
+fi
+stop_engine && ok "enrichment engine: clean stop" || bad "enrichment engine did not stop"
+
+# 6d. examples/mailbox/README.md, "Run it": run.sh prints the statuses shown
 port=$((20000 + $$ % 20000))
 while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done # in use
 out=$(KS_BUILD=$BUILD KS_BOOTSTRAP=$BOOT PORT=$port timeout 300 "$ROOT/examples/mailbox/run.sh" 2>&1)

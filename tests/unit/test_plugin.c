@@ -389,6 +389,11 @@ static void test_refuse_descriptor(void)
     snprintf(want, sizeof want, "%s: processors[1]: name \"twice\" is already "
              "used by processors[0]", PLUGIN("dupproc"));
     expect_refusal(PLUGIN("dupproc"), want);
+
+    /* kind 6 (KS_FN_JOINER) came with 1.4 */
+    snprintf(want, sizeof want, "%s: function \"concat\": kind 6 is not a "
+             "ks_function_kind of ABI 1.3 (1..5)", PLUGIN("joiner_old"));
+    expect_refusal(PLUGIN("joiner_old"), want);
 }
 
 /* dlopen itself fails: the message carries dlerror(). */
