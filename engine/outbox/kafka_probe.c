@@ -110,3 +110,28 @@ int ks_outbox_kafka_clients(const ks_pipeline *p,
     }
     return 0;
 }
+
+void ks_outbox_kafka_clients_free(rd_kafka_t *prod, rd_kafka_t *probe, int drain)
+{
+    if (prod) {
+        if (drain)
+            rd_kafka_flush(prod, 5000);
+        rd_kafka_destroy(prod);
+    }
+    if (probe) {
+        if (drain)
+            rd_kafka_consumer_close(probe);
+        rd_kafka_destroy(probe);
+    }
+}
+
+void ks_outbox_probe_metrics(ks_metrics *m, const char *name, long found, long absent)
+{
+    const char *decision[] = {"found", "absent"};
+    long count[] = {found, absent};
+    char labels[512];
+    for (int i = 0; i < 2; i++) {
+        snprintf(labels, sizeof labels, "outbox=\"%s\",decision=\"%s\"", name, decision[i]);
+        ks_metrics_set(m, "kstreams_outbox_probe_total", labels, (double)count[i]);
+    }
+}
