@@ -104,3 +104,13 @@ void ks_log(ks_log_level level, const char *where, const char *fmt, ...)
     ssize_t rc = write(STDERR_FILENO, line, at);
     (void)rc;
 }
+
+void ks_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}

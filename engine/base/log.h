@@ -21,6 +21,11 @@ void ks_log_set_json(int on);
 void ks_log(ks_log_level level, const char *where, const char *fmt, ...)
     KS_PRINTF(3, 4);
 
+/* Format a message into the caller's error buffer err[errlen] (the
+ * `char *err, size_t errlen` pair of most engine functions); NULL or 0
+ * writes nothing. Logs nothing. */
+void ks_errf(char *err, size_t errlen, const char *fmt, ...) KS_PRINTF(3, 4);
+
 /* Parse "error|warn|info|debug"; -1 when unknown. */
 int ks_log_level_parse(const char *text);
 

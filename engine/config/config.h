@@ -247,6 +247,15 @@ const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name);
 const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name);
 const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name);
 
+/* Writes "FILE:LINE:COL: message" for mark `m` into err (the format the
+ * parser uses, for the checks made after it: topology.c, repartition.c)
+ * and returns -1, so a check can `return ks_mark_fail(...)`. */
+int ks_mark_fail(char *err, size_t errlen, const ks_mark *m, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
 /* Parse "250ms", "10s", "5m", "1h", "2d" or a plain integer (ms).
  * Returns 0 and *ms, or -1 when malformed. */
 int ks_parse_duration_ms(const char *text, int64_t *ms);

@@ -4,6 +4,8 @@
  */
 #include "config/config.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,4 +133,20 @@ void ks_pipeline_free(ks_pipeline *p)
     }
     free(p->file);
     free(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors at a mark                                                    */
+/* ------------------------------------------------------------------ */
+
+int ks_mark_fail(char *err, size_t errlen, const ks_mark *m, const char *fmt, ...)
+{
+    int n = snprintf(err, errlen, "%s:%d:%d: ", m->file, m->line, m->col);
+    if (n < 0 || (size_t)n >= errlen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
 }

@@ -223,9 +223,10 @@ int ks_cfg_want_topic(pctx *c, const ks_ynode *kn, const ks_ynode *v,
     return 0;
 }
 
-/* A mapping, or (null_ok) nothing. Returns 1 for a null value. */
-int ks_cfg_want_map(pctx *c, const ks_ynode *kn, const ks_ynode *v,
-                    int null_ok)
+/* A node of `kind` (`what` words it: "a mapping", "a list"), or (null_ok)
+ * nothing. Returns 1 for a null value, 0, or -1 with the error. */
+static int want_kind(pctx *c, const ks_ynode *kn, const ks_ynode *v, int null_ok,
+                     ks_ykind kind, const char *what)
 {
     char buf[80];
     if (ks_ynode_is_null(v)) {
@@ -233,26 +234,24 @@ int ks_cfg_want_map(pctx *c, const ks_ynode *kn, const ks_ynode *v,
             return 1;
         return FAIL_AT(c, kn, "missing value for '%s'", kn->text);
     }
-    if (v->kind != KS_Y_MAP)
-        return FAIL_AT(c, v, "expected a mapping for '%s', found %s", kn->text,
+    if (v->kind != kind)
+        return FAIL_AT(c, v, "expected %s for '%s', found %s", what, kn->text,
                        found(v, buf, sizeof buf));
     return 0;
+}
+
+/* A mapping, or (null_ok) nothing. Returns 1 for a null value. */
+int ks_cfg_want_map(pctx *c, const ks_ynode *kn, const ks_ynode *v,
+                    int null_ok)
+{
+    return want_kind(c, kn, v, null_ok, KS_Y_MAP, "a mapping");
 }
 
 /* A list, or (null_ok) nothing. Returns 1 for a null value. */
 int ks_cfg_want_seq(pctx *c, const ks_ynode *kn, const ks_ynode *v,
                     int null_ok)
 {
-    char buf[80];
-    if (ks_ynode_is_null(v)) {
-        if (null_ok)
-            return 1;
-        return FAIL_AT(c, kn, "missing value for '%s'", kn->text);
-    }
-    if (v->kind != KS_Y_SEQ)
-        return FAIL_AT(c, v, "expected a list for '%s', found %s", kn->text,
-                       found(v, buf, sizeof buf));
-    return 0;
+    return want_kind(c, kn, v, null_ok, KS_Y_SEQ, "a list");
 }
 
 /*

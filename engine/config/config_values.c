@@ -35,60 +35,55 @@ static int parse_digits(const char *s, uint64_t *v)
     return n;
 }
 
-int ks_parse_duration_ms(const char *text, int64_t *ms)
-{
-    static const struct {
-        const char *unit;
-        uint64_t mult;
-    } units[] = {{"", 1},          {"ms", 1},          {"s", 1000},
-                 {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 86400 * 1000}};
-    uint64_t v;
-    int n;
+/* A unit suffix and what it multiplies by. */
+typedef struct unit {
+    const char *suffix;
+    uint64_t mult;
+} unit;
 
-    if (!text || !ms)
+/* Digits followed by exactly one of the n suffixes of `units` ("" allowed
+ * when listed), the product at most `max`. 0 with *out, or -1. */
+static int parse_with_unit(const char *text, const unit *units, size_t n, uint64_t max,
+                           uint64_t *out)
+{
+    uint64_t v;
+    int digits = parse_digits(text, &v);
+    if (digits <= 0)
         return -1;
-    n = parse_digits(text, &v);
-    if (n <= 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(text + n, units[i].unit) != 0)
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(text + digits, units[i].suffix) != 0)
             continue;
-        if (v > (uint64_t)INT64_MAX / units[i].mult)
+        if (v > max / units[i].mult)
             return -1;
-        *ms = (int64_t)(v * units[i].mult);
+        *out = v * units[i].mult;
         return 0;
     }
     return -1;
 }
 
+int ks_parse_duration_ms(const char *text, int64_t *ms)
+{
+    static const unit units[] = {{"", 1},          {"ms", 1},          {"s", 1000},
+                                 {"m", 60 * 1000}, {"h", 3600 * 1000}, {"d", 86400 * 1000}};
+    uint64_t v;
+    if (!text || !ms ||
+        parse_with_unit(text, units, sizeof units / sizeof units[0], INT64_MAX, &v) != 0)
+        return -1;
+    *ms = (int64_t)v;
+    return 0;
+}
+
 int ks_parse_size(const char *text, uint64_t *bytes)
 {
-    static const struct {
-        const char *unit;
-        uint64_t mult;
-    } units[] = {{"", 1},
-                 {"B", 1},
-                 {"KiB", UINT64_C(1) << 10},
-                 {"MiB", UINT64_C(1) << 20},
-                 {"GiB", UINT64_C(1) << 30},
-                 {"TiB", UINT64_C(1) << 40}};
-    uint64_t v;
-    int n;
-
+    static const unit units[] = {{"", 1},
+                                 {"B", 1},
+                                 {"KiB", UINT64_C(1) << 10},
+                                 {"MiB", UINT64_C(1) << 20},
+                                 {"GiB", UINT64_C(1) << 30},
+                                 {"TiB", UINT64_C(1) << 40}};
     if (!text || !bytes)
         return -1;
-    n = parse_digits(text, &v);
-    if (n <= 0)
-        return -1;
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        if (strcmp(text + n, units[i].unit) != 0)
-            continue;
-        if (v > UINT64_MAX / units[i].mult)
-            return -1;
-        *bytes = v * units[i].mult;
-        return 0;
-    }
-    return -1;
+    return parse_with_unit(text, units, sizeof units / sizeof units[0], UINT64_MAX, bytes);
 }
 
 const char *ks_serde_name(ks_serde s)

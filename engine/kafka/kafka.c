@@ -141,18 +141,24 @@ fail:
     return NULL;
 }
 
+rd_kafka_t *ks_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, const char *what,
+                         char *err, size_t errlen)
+{
+    char why[512];
+    rd_kafka_t *rk = rd_kafka_new(type, conf, why, sizeof why);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        snprintf(err, errlen, "%s: %s", what, why);
+    }
+    return rk;
+}
+
 rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen)
 {
     rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_PRODUCER, NULL, NULL, err, errlen);
     if (!conf)
         return NULL;
-    char why[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
-    if (!rk) {
-        snprintf(err, errlen, "cannot create Kafka client: %s", why);
-        rd_kafka_conf_destroy(conf);
-    }
-    return rk;
+    return ks_kafka_new(RD_KAFKA_PRODUCER, conf, "cannot create Kafka client", err, errlen);
 }
 
 rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
@@ -162,7 +168,7 @@ rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
                                    void *opaque, const char *what, char *err,
                                    size_t errlen)
 {
-    char group[600], why[512];
+    char group[600];
     snprintf(group, sizeof group, "%s-%s", p->application, suffix);
     const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
                                   "enable.auto.offset.store", "false", "isolation.level",
@@ -175,12 +181,9 @@ rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
     if (on_rebalance)
         rd_kafka_conf_set_rebalance_cb(c, on_rebalance);
     rd_kafka_conf_set_opaque(c, opaque);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why);
-    if (!rk) {
-        rd_kafka_conf_destroy(c);
-        snprintf(err, errlen, "%s consumer: %s", what, why);
-    }
-    return rk;
+    char label[256];
+    snprintf(label, sizeof label, "%s consumer", what);
+    return ks_kafka_new(RD_KAFKA_CONSUMER, c, label, err, errlen);
 }
 
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err,

@@ -27,6 +27,13 @@ rd_kafka_conf_t *ks_kafka_conf(const ks_pipeline *p, rd_kafka_type_t type,
                                const char *const *defaults, const char *const *forced,
                                char *err, size_t errlen);
 
+/* rd_kafka_new of `type` with `conf`, which it takes in every case
+ * (librdkafka keeps a conf only when it succeeds; on failure it is
+ * destroyed here). A new client owned by the caller, or NULL with err
+ * "WHAT: reason". */
+rd_kafka_t *ks_kafka_new(rd_kafka_type_t type, rd_kafka_conf_t *conf, const char *what,
+                         char *err, size_t errlen);
+
 /* Set one property; returns 0 or -1 with err "name=value: reason". */
 int ks_kafka_set(rd_kafka_conf_t *conf, const char *name, const char *value,
                  char *err, size_t errlen);

@@ -30,7 +30,6 @@
 #include "loader/plugin.h"
 
 #include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,20 +42,6 @@
 #ifndef KS_PLUGIN_DIR
 #define KS_PLUGIN_DIR "/usr/local/lib/kstreams/plugins"
 #endif
-
-/* ------------------------------------------------------------------ */
-/* Errors                                                              */
-/* ------------------------------------------------------------------ */
-
-void ks_loader_set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ------------------------------------------------------------------ */
 /* Public functions                                                    */

@@ -20,9 +20,10 @@
 
 #include "kstreams/kstreams.h"
 
-/* snprintf into err (nothing when err is NULL or errlen 0). */
-void ks_loader_set_err(char *err, size_t errlen, const char *fmt, ...) KS_PRINTF(3, 4);
-#define set_err(...) ks_loader_set_err(__VA_ARGS__)
+#include "base/log.h"
+
+/* snprintf into err (nothing when err is NULL or errlen 0): base/log.h. */
+#define set_err(...) ks_errf(__VA_ARGS__)
 
 /* Read the regular file `path` into a new buffer (*out, malloc'ed). */
 int ks_loader_read_build(const char *path, unsigned char **out, size_t *outlen,

@@ -379,13 +379,7 @@ static void publish_metrics(ks_dispatcher *d)
         ks_metrics_set(d->metrics, "kstreams_outbox_entered_total", labels,
                        (double)entered[s]);
     }
-    const char *decision[] = {"found", "absent"};
-    long count[] = {d->probe_found, d->probe_absent};
-    for (int i = 0; i < 2; i++) {
-        snprintf(labels, sizeof labels, "outbox=\"%s\",decision=\"%s\"", d->cfg->name,
-                 decision[i]);
-        ks_metrics_set(d->metrics, "kstreams_outbox_probe_total", labels, (double)count[i]);
-    }
+    ks_outbox_probe_metrics(d->metrics, d->cfg->name, d->probe_found, d->probe_absent);
 }
 
 /* --- the thread ------------------------------------------------------ */
@@ -472,10 +466,7 @@ int ks_dispatcher_start(ks_outbox *ob, const ks_pipeline *p, const ks_cfg_outbox
         rc = KS_ERR_NOMEM;
     }
     if (rc) {
-        if (d->probe)
-            rd_kafka_destroy(d->probe);
-        if (d->prod)
-            rd_kafka_destroy(d->prod);
+        ks_outbox_kafka_clients_free(d->prod, d->probe, 0);
         ks_assigner_free(d->as);
         free(d);
         return rc;
@@ -490,10 +481,7 @@ void ks_dispatcher_stop(ks_dispatcher *d)
         return;
     d->stop = 1;
     pthread_join(d->thread, NULL);
-    rd_kafka_flush(d->prod, 5000);
-    rd_kafka_destroy(d->prod);
-    rd_kafka_consumer_close(d->probe);
-    rd_kafka_destroy(d->probe);
+    ks_outbox_kafka_clients_free(d->prod, d->probe, 1);
     ks_assigner_free(d->as);
     ks_info(WHERE, "stopped after publishing %ld events", d->published);
     free(d);

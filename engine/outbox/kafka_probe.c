@@ -84,18 +84,14 @@ int ks_outbox_kafka_clients(const ks_pipeline *p,
                             void (*on_dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                             rd_kafka_t **prod, rd_kafka_t **probe, char *err, size_t errlen)
 {
-    char why[512];
     static const char *const prod_cfg[] = {"enable.idempotence", "true", "acks", "all",
                                            "message.timeout.ms", "15000", NULL};
     rd_kafka_conf_t *c = ks_kafka_conf(p, RD_KAFKA_PRODUCER, NULL, prod_cfg, err, errlen);
     if (!c)
         return KS_ERR_INVALID;
     rd_kafka_conf_set_dr_msg_cb(c, on_dr);
-    if (!(*prod = rd_kafka_new(RD_KAFKA_PRODUCER, c, why, sizeof why))) {
-        rd_kafka_conf_destroy(c);
-        snprintf(err, errlen, "outbox producer: %s", why);
+    if (!(*prod = ks_kafka_new(RD_KAFKA_PRODUCER, c, "outbox producer", err, errlen)))
         return KS_ERR_IO;
-    }
     char group[600];
     snprintf(group, sizeof group, "%s-outbox-probe", p->application);
     const char *const probe_cfg[] = {"group.id", group, "enable.auto.commit", "false",
@@ -103,10 +99,32 @@ int ks_outbox_kafka_clients(const ks_pipeline *p,
     c = ks_kafka_conf(p, RD_KAFKA_CONSUMER, NULL, probe_cfg, err, errlen);
     if (!c)
         return KS_ERR_INVALID;
-    if (!(*probe = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
-        rd_kafka_conf_destroy(c);
-        snprintf(err, errlen, "outbox probe consumer: %s", why);
+    if (!(*probe = ks_kafka_new(RD_KAFKA_CONSUMER, c, "outbox probe consumer", err, errlen)))
         return KS_ERR_IO;
-    }
     return 0;
+}
+
+void ks_outbox_kafka_clients_free(rd_kafka_t *prod, rd_kafka_t *probe, int drain)
+{
+    if (prod) {
+        if (drain)
+            rd_kafka_flush(prod, 5000);
+        rd_kafka_destroy(prod);
+    }
+    if (probe) {
+        if (drain)
+            rd_kafka_consumer_close(probe);
+        rd_kafka_destroy(probe);
+    }
+}
+
+void ks_outbox_probe_metrics(ks_metrics *m, const char *name, long found, long absent)
+{
+    const char *decision[] = {"found", "absent"};
+    long count[] = {found, absent};
+    char labels[512];
+    for (int i = 0; i < 2; i++) {
+        snprintf(labels, sizeof labels, "outbox=\"%s\",decision=\"%s\"", name, decision[i]);
+        ks_metrics_set(m, "kstreams_outbox_probe_total", labels, (double)count[i]);
+    }
 }

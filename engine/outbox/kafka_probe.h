@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "http/metrics.h"
 
 #define KS_PROBE_ID_MAX 64 /* longer header values are not event ids */
 
@@ -39,5 +40,15 @@ int ks_probe_read(rd_kafka_t *consumer, const char *topic, int32_t part, int64_t
 int ks_outbox_kafka_clients(const ks_pipeline *p,
                             void (*on_dr)(rd_kafka_t *, const rd_kafka_message_t *, void *),
                             rd_kafka_t **prod, rd_kafka_t **probe, char *err, size_t errlen);
+
+/* Frees the clients ks_outbox_kafka_clients made (either may be NULL).
+ * `drain` (a dispatcher stopping): first waits up to 5 s for the producer's
+ * deliveries in flight and has the probe leave its group; without (a start
+ * that failed, nothing was sent): just destroys them. */
+void ks_outbox_kafka_clients_free(rd_kafka_t *prod, rd_kafka_t *probe, int drain);
+
+/* Sets kstreams_outbox_probe_total{outbox, decision="found"|"absent"} of
+ * outbox `name` to the dispatcher's counts (docs/operations.md). */
+void ks_outbox_probe_metrics(ks_metrics *m, const char *name, long found, long absent);
 
 #endif /* KS_KAFKA_PROBE_H */

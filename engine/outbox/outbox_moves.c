@@ -230,13 +230,17 @@ static int scan_active(ks_outbox *ob, scan *s)
     return rc ? rc : s->rc;
 }
 
-int ks_outbox_claim_pending(ks_outbox *ob, size_t max, ks_outbox_event **out, size_t *n)
+/* What a scan does with one row it loaded (lock and txn held): sets *keep
+ * when the row goes to the caller; 0 or an error, which ends the scan. */
+typedef int (*scan_take_fn)(ks_outbox *ob, ks_outbox_event *ev, int64_t arg, int *keep);
+
+/* The rows of status `want` in "active" (at most max), each loaded and
+ * handed to `take` in one transaction (`write`: a write transaction).
+ * 0 with *out (caller frees with ks_outbox_events_free(*out, *n)) and *n. */
+static int scan_rows(ks_outbox *ob, ks_outbox_status want, size_t max, int write,
+                     scan_take_fn take, int64_t arg, ks_outbox_event **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    if (!ob || ob->readonly || max == 0)
-        return KS_ERR_INVALID;
-    scan s = {.want = KS_OUTBOX_PENDING, .max = max};
+    scan s = {.want = want, .max = max};
     ks_outbox_event *evs = calloc(max, sizeof *evs);
     if (!evs)
         return KS_ERR_NOMEM;
@@ -244,19 +248,17 @@ int ks_outbox_claim_pending(ks_outbox *ob, size_t max, ks_outbox_event **out, si
     int rc = txn_begin(ob);
     if (rc == 0)
         rc = scan_active(ob, &s);
-    int64_t now = ks_outbox_now_ms();
     size_t got = 0;
     for (size_t i = 0; rc == 0 && i < s.n; i++) {
-        ks_outbox_event *ev = &evs[got];
-        if ((rc = load_row(ob, s.ids[i], ev)))
+        int keep = 0;
+        if ((rc = load_row(ob, s.ids[i], &evs[got])) || (rc = take(ob, &evs[got], arg, &keep)))
             break;
-        ev->attempts++;
-        ev->claimed_ms = now;
-        if ((rc = move(ob, ev, KS_OUTBOX_DISPATCHING)))
-            break;
-        got++;
+        if (keep)
+            got++;
+        else
+            ks_outbox_event_clear(&evs[got]);
     }
-    rc = txn_end(ob, rc, 1);
+    rc = txn_end(ob, rc, write);
     pthread_mutex_unlock(&ob->lock);
     free(s.ids);
     if (rc) {
@@ -268,6 +270,35 @@ int ks_outbox_claim_pending(ks_outbox *ob, size_t max, ks_outbox_event **out, si
     return 0;
 }
 
+/* claim: every PENDING row found goes DISPATCHING, claimed now (read under
+ * the lock: a wait for it must not make the claim look older). */
+static int take_claim(ks_outbox *ob, ks_outbox_event *ev, int64_t unused, int *keep)
+{
+    (void)unused;
+    ev->attempts++;
+    ev->claimed_ms = ks_outbox_now_ms();
+    int rc = move(ob, ev, KS_OUTBOX_DISPATCHING);
+    *keep = rc == 0;
+    return rc;
+}
+
+/* stale: the DISPATCHING rows claimed before `before`. */
+static int take_stale(ks_outbox *ob, ks_outbox_event *ev, int64_t before, int *keep)
+{
+    (void)ob;
+    *keep = ev->claimed_ms < before;
+    return 0;
+}
+
+int ks_outbox_claim_pending(ks_outbox *ob, size_t max, ks_outbox_event **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (!ob || ob->readonly || max == 0)
+        return KS_ERR_INVALID;
+    return scan_rows(ob, KS_OUTBOX_PENDING, max, 1, take_claim, 0, out, n);
+}
+
 int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
                     ks_outbox_event **out, size_t *n)
 {
@@ -276,31 +307,5 @@ int ks_outbox_stale(ks_outbox *ob, int64_t claimed_before_ms, size_t max,
     if (!ob || max == 0)
         return KS_ERR_INVALID;
     /* scan for every DISPATCHING row, then keep the old ones */
-    scan s = {.want = KS_OUTBOX_DISPATCHING, .max = max};
-    ks_outbox_event *evs = calloc(max, sizeof *evs);
-    if (!evs)
-        return KS_ERR_NOMEM;
-    pthread_mutex_lock(&ob->lock);
-    int rc = txn_begin(ob);
-    if (rc == 0)
-        rc = scan_active(ob, &s);
-    size_t got = 0;
-    for (size_t i = 0; rc == 0 && i < s.n; i++) {
-        if ((rc = load_row(ob, s.ids[i], &evs[got])))
-            break;
-        if (evs[got].claimed_ms < claimed_before_ms)
-            got++;
-        else
-            ks_outbox_event_clear(&evs[got]);
-    }
-    rc = txn_end(ob, rc, 0);
-    pthread_mutex_unlock(&ob->lock);
-    free(s.ids);
-    if (rc) {
-        ks_outbox_events_free(evs, max);
-        return rc;
-    }
-    *out = evs;
-    *n = got;
-    return 0;
+    return scan_rows(ob, KS_OUTBOX_DISPATCHING, max, 0, take_stale, claimed_before_ms, out, n);
 }

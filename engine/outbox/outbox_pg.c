@@ -555,13 +555,7 @@ static void publish_metrics(ks_pg_dispatcher *d)
     snprintf(labels, sizeof labels, "outbox=\"%s\"", d->cfg->name);
     ks_metrics_set(d->metrics, "kstreams_outbox_backlog", labels, backlog);
     ks_metrics_set(d->metrics, "kstreams_outbox_rows", labels, total);
-    const char *decision[] = {"found", "absent"};
-    long count[] = {d->probe_found, d->probe_absent};
-    for (int i = 0; i < 2; i++) {
-        snprintf(labels, sizeof labels, "outbox=\"%s\",decision=\"%s\"", d->cfg->name,
-                 decision[i]);
-        ks_metrics_set(d->metrics, "kstreams_outbox_probe_total", labels, (double)count[i]);
-    }
+    ks_outbox_probe_metrics(d->metrics, d->cfg->name, d->probe_found, d->probe_absent);
 }
 
 /* 1 when some row is PENDING (then Kafka is worth asking). */
@@ -634,10 +628,7 @@ int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_me
         rc = KS_ERR_NOMEM;
     }
     if (rc) {
-        if (d->probe)
-            rd_kafka_destroy(d->probe);
-        if (d->prod)
-            rd_kafka_destroy(d->prod);
+        ks_outbox_kafka_clients_free(d->prod, d->probe, 0);
         free(d->dsn);
         free(d);
         return rc;
@@ -652,10 +643,7 @@ void ks_pg_dispatcher_stop(ks_pg_dispatcher *d)
         return;
     d->stop = 1;
     pthread_join(d->thread, NULL);
-    rd_kafka_flush(d->prod, 5000);
-    rd_kafka_destroy(d->prod);
-    rd_kafka_consumer_close(d->probe);
-    rd_kafka_destroy(d->probe);
+    ks_outbox_kafka_clients_free(d->prod, d->probe, 1);
     if (d->conn)
         PQfinish(d->conn);
     ks_info(WHERE, "stopped after publishing %ld events (%ld requeued, %ld FAILURE, probe: "

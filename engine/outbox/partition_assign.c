@@ -176,20 +176,16 @@ static void on_claim_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void 
 
 static int clients(ks_assigner *a, char *err, size_t errlen)
 {
-    char why[512];
     if (!a->prod) {
         static const char *const forced[] = {"enable.idempotence", "true", "acks", "all",
                                              "message.timeout.ms", "10000", NULL};
         rd_kafka_conf_t *c = ks_kafka_conf(a->p, RD_KAFKA_PRODUCER, NULL, forced, err, errlen);
-        if (c)
-            rd_kafka_conf_set_dr_msg_cb(c, on_claim_delivery);
-        if (!c || !(a->prod = rd_kafka_new(RD_KAFKA_PRODUCER, c, why, sizeof why))) {
-            if (c) {
-                rd_kafka_conf_destroy(c);
-                snprintf(err, errlen, "partition assignment producer: %s", why);
-            }
+        if (!c)
             return KS_ERR_IO;
-        }
+        rd_kafka_conf_set_dr_msg_cb(c, on_claim_delivery);
+        if (!(a->prod = ks_kafka_new(RD_KAFKA_PRODUCER, c, "partition assignment producer", err,
+                                     errlen)))
+            return KS_ERR_IO;
     }
     if (!a->cons) {
         char group[600];
@@ -198,13 +194,9 @@ static int clients(ks_assigner *a, char *err, size_t errlen)
         const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
                                       "enable.auto.offset.store", "false", NULL};
         rd_kafka_conf_t *c = ks_kafka_conf(a->p, RD_KAFKA_CONSUMER, NULL, forced, err, errlen);
-        if (!c || !(a->cons = rd_kafka_new(RD_KAFKA_CONSUMER, c, why, sizeof why))) {
-            if (c) {
-                rd_kafka_conf_destroy(c);
-                snprintf(err, errlen, "partition assignment consumer: %s", why);
-            }
+        if (!c || !(a->cons = ks_kafka_new(RD_KAFKA_CONSUMER, c, "partition assignment consumer",
+                                           err, errlen)))
             return KS_ERR_IO;
-        }
     }
     return 0;
 }

@@ -184,13 +184,9 @@ static rd_kafka_t *new_producer(ks_collector *c, char *err, size_t errlen)
     if (rd_kafka_conf_get(conf, "transaction.timeout.ms", timeout, &timeout_len) ==
         RD_KAFKA_CONF_OK)
         c->txn_timeout_ms = strtoll(timeout, NULL, 10);
-    char why[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, why, sizeof why);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        snprintf(err, errlen, "cannot create producer: %s", why);
+    rd_kafka_t *rk = ks_kafka_new(RD_KAFKA_PRODUCER, conf, "cannot create producer", err, errlen);
+    if (!rk)
         return NULL;
-    }
     if (c->eos) {
         rd_kafka_error_t *e = rd_kafka_init_transactions(rk, 60000);
         if (e) {

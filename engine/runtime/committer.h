@@ -6,7 +6,11 @@
  *   2. check the epoch of every task in the batch
  *   3. send_offsets_to_transaction (with the group metadata: KIP-447)
  *   4. commit_transaction
- *   5. per task: write checkpoints and commit the LMDB transaction
+ *   5. per task: commit the LMDB transaction
+ * Between 2 and 3 each task writes its checkpoints into its LMDB
+ * transaction and makes sure LMDB has room to commit it, so a full map
+ * is found while the batch can still be aborted (docs/delivery-guarantees.md
+ * has the same numbering).
  * Any failure before 5 aborts the Kafka transaction and every LMDB
  * transaction and seeks the consumer back to the last committed offsets.
  * A crash between 4 and 5 leaves the store behind its changelog; restore

@@ -4,24 +4,8 @@
  */
 #include "runtime/repartition.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt, ...)
-    KS_PRINTF(4, 5);
-
-static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt, ...)
-{
-    int n = snprintf(err, errlen, "%s:%d:%d: ", m->file, m->line, m->col);
-    if (n < 0 || (size_t)n >= errlen)
-        return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void ks_repartition_topic(const ks_pipeline *p, const char *node, char *buf, size_t len)
 {
@@ -117,23 +101,23 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
     snprintf(src, sizeof src, "%s-repartition-source", n->name);
     const ks_mark *at = n->repartition ? &n->repartition_mark : &n->type_mark;
     if (strlen(topic) > 249)
-        return fail_at(err, errlen, at,
-                       "node '%s' needs the repartition topic %s, longer than Kafka's 249 "
-                       "characters: shorten the node's or the application's name",
-                       n->name, topic);
+        return ks_mark_fail(err, errlen, at,
+                            "node '%s' needs the repartition topic %s, longer than Kafka's 249 "
+                            "characters: shorten the node's or the application's name",
+                            n->name, topic);
     if (topic_taken(p, topic))
-        return fail_at(err, errlen, at,
-                       "node '%s' needs the repartition topic %s, which the pipeline "
-                       "already reads or writes",
-                       n->name, topic);
+        return ks_mark_fail(err, errlen, at,
+                            "node '%s' needs the repartition topic %s, which the pipeline "
+                            "already reads or writes",
+                            n->name, topic);
     if (name_taken(p, src))
-        return fail_at(err, errlen, at,
-                       "node '%s' needs a repartition source named '%s', a name the "
-                       "pipeline already uses",
-                       n->name, src);
+        return ks_mark_fail(err, errlen, at,
+                            "node '%s' needs a repartition source named '%s', a name the "
+                            "pipeline already uses",
+                            n->name, src);
     ks_cfg_source *sources = realloc(p->sources, (p->source_count + 1) * sizeof *sources);
     if (!sources)
-        return fail_at(err, errlen, at, "out of memory");
+        return ks_mark_fail(err, errlen, at, "out of memory");
     p->sources = sources;
     ks_cfg_source *s = &p->sources[p->source_count];
     *s = (ks_cfg_source){.name = strdup(src), .topic = strdup(topic),
@@ -143,12 +127,12 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
     if (!s->name || !s->topic) {
         free(s->name);
         free(s->topic);
-        return fail_at(err, errlen, at, "out of memory");
+        return ks_mark_fail(err, errlen, at, "out of memory");
     }
     p->source_count++;
     ks_cfg_sink *sinks = realloc(p->sinks, (p->sink_count + n->from_count) * sizeof *sinks);
     if (!sinks)
-        return fail_at(err, errlen, at, "out of memory");
+        return ks_mark_fail(err, errlen, at, "out of memory");
     p->sinks = sinks;
     for (size_t f = 0; f < n->from_count; f++) {
         char name[300];
@@ -157,10 +141,10 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
         else
             snprintf(name, sizeof name, "%s-repartition-sink-%zu", n->name, f + 1);
         if (name_taken(p, name))
-            return fail_at(err, errlen, at,
-                           "node '%s' needs a repartition sink named '%s', a name the "
-                           "pipeline already uses",
-                           n->name, name);
+            return ks_mark_fail(err, errlen, at,
+                                "node '%s' needs a repartition sink named '%s', a name the "
+                                "pipeline already uses",
+                                n->name, name);
         ks_cfg_sink *k = &p->sinks[p->sink_count];
         /* the input keeps its `from` text; the node reads the source */
         *k = (ks_cfg_sink){.name = strdup(name), .from = n->from[f], .topic = strdup(topic),
@@ -173,7 +157,7 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
             free(k->from);
             free(k->topic);
             free(k->feeds);
-            return fail_at(err, errlen, at, "out of memory");
+            return ks_mark_fail(err, errlen, at, "out of memory");
         }
         p->sink_count++;
     }
@@ -183,7 +167,7 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
     n->from_count = 1;
     n->from_marks[0] = *at;
     if (!n->from[0])
-        return fail_at(err, errlen, at, "out of memory");
+        return ks_mark_fail(err, errlen, at, "out of memory");
     return 0;
 }
 

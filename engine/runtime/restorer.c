@@ -50,13 +50,8 @@ static rd_kafka_t *new_client(const ks_pipeline *p, const char *isolation, char 
     rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
     if (!conf)
         return NULL;
-    char why[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        snprintf(err, errlen, "cannot create restore consumer: %s", why);
-    }
-    return rk;
+    return ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create restore consumer", err,
+                        errlen);
 }
 
 int ks_restorer_init(ks_restorer *r, ks_engine *eng, const char *where, char *err,

@@ -357,10 +357,10 @@ static void migrations_end(ks_task *task, int committed)
     }
 }
 
-int ks_task_prepare_stores(ks_task *task)
+/* Each store's checkpoint, in the open batch: the changelog offset after
+ * the last record it wrote (stores that wrote none keep theirs). */
+static int write_checkpoints(ks_task *task)
 {
-    if (!task->env || !ks_store_in_txn(task->env))
-        return 0;
     const ks_pipeline *p = task->topo->pipeline;
     for (size_t s = 0; s < p->store_count; s++) {
         if (task->changelog_hi[s] < 0)
@@ -369,7 +369,15 @@ int ks_task_prepare_stores(ks_task *task)
         if (rc != 0)
             return rc;
     }
-    return ks_store_prepare_commit(task->env);
+    return 0;
+}
+
+int ks_task_prepare_stores(ks_task *task)
+{
+    if (!task->env || !ks_store_in_txn(task->env))
+        return 0;
+    int rc = write_checkpoints(task);
+    return rc ? rc : ks_store_prepare_commit(task->env);
 }
 
 int ks_task_commit_stores(ks_task *task)
@@ -378,19 +386,14 @@ int ks_task_commit_stores(ks_task *task)
         migrations_end(task, 1);
         return 0;
     }
-    const ks_pipeline *p = task->topo->pipeline;
-    for (size_t s = 0; s < p->store_count; s++) {
-        if (task->changelog_hi[s] < 0)
-            continue;
-        int rc = ks_store_checkpoint_set(task->dbs[s], task->changelog_hi[s] + 1);
-        if (rc != 0) {
-            ks_task_abort_stores(task);
-            return rc;
-        }
+    int rc = write_checkpoints(task);
+    if (rc != 0) {
+        ks_task_abort_stores(task);
+        return rc;
     }
     int migrated = ks_task_migrated_in_batch(task);
-    int rc = ks_store_commit(task->env);
-    for (size_t s = 0; s < p->store_count; s++)
+    rc = ks_store_commit(task->env);
+    for (size_t s = 0; s < task->topo->pipeline->store_count; s++)
         task->changelog_hi[s] = -1;
     migrations_end(task, rc == 0);
     if (rc == 0 && migrated)

@@ -11,7 +11,6 @@
 #include "runtime/topology.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,22 +19,6 @@
 #include "window/window_core.h"
 #include "config/ops_check.h"
 #include "runtime/repartition.h"
-
-static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt,
-                   ...) KS_PRINTF(4, 5);
-
-static int fail_at(char *err, size_t errlen, const ks_mark *m, const char *fmt,
-                   ...)
-{
-    int n = snprintf(err, errlen, "%s:%d:%d: ", m->file, m->line, m->col);
-    if (n < 0 || (size_t)n >= errlen)
-        return -1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- plugins ---------------------------------------------------------- */
 
@@ -116,17 +99,17 @@ static int load_plugin_file(ks_topology *t, const char *file, const ks_host_api 
     ks_plugin *pl = NULL;
     char why[1024];
     if (ks_plugin_open(file, copy_dir, api, &pl, why, sizeof why) != 0)
-        return fail_at(err, errlen, m, "cannot load plugin: %s", why);
+        return ks_mark_fail(err, errlen, m, "cannot load plugin: %s", why);
     ks_plugin *same = loaded_plugin(t, pl->desc->name);
     if (same) {
-        fail_at(err, errlen, m, "plugin '%s' loaded twice (%s and %s)",
-                pl->desc->name, same->path, file);
+        ks_mark_fail(err, errlen, m, "plugin '%s' loaded twice (%s and %s)",
+                     pl->desc->name, same->path, file);
         ks_plugin_close(pl);
         return -1;
     }
     if (add_plugin(t, pl) != 0) {
         ks_plugin_close(pl);
-        return fail_at(err, errlen, m, "out of memory");
+        return ks_mark_fail(err, errlen, m, "out of memory");
     }
     *out = pl;
     return 0;
@@ -142,17 +125,17 @@ static ks_plugin *need_plugin(ks_topology *t, const char *name, const ks_host_ap
         return pl;
     char file[4096];
     if (resolve_plugin_file(t->pipeline, name, file, sizeof file) != 0) {
-        fail_at(err, errlen, m,
-                "unknown plugin '%s': not in `plugins:` and no %s.so on the plugin "
-                "path (plugin_path, $KSTREAMS_PLUGIN_PATH, %s)",
-                name, name, KS_PLUGIN_DIR);
+        ks_mark_fail(err, errlen, m,
+                     "unknown plugin '%s': not in `plugins:` and no %s.so on the plugin "
+                     "path (plugin_path, $KSTREAMS_PLUGIN_PATH, %s)",
+                     name, name, KS_PLUGIN_DIR);
         return NULL;
     }
     if (load_plugin_file(t, file, api, copy_dir, m, err, errlen, &pl) != 0)
         return NULL;
     if (strcmp(pl->desc->name, name) != 0) {
-        fail_at(err, errlen, m, "%s calls itself '%s', expected '%s'", file,
-                pl->desc->name, name);
+        ks_mark_fail(err, errlen, m, "%s calls itself '%s', expected '%s'", file,
+                     pl->desc->name, name);
         return NULL;
     }
     return pl;
@@ -227,9 +210,9 @@ static int validate_window(const ks_cfg_node *n, const ks_processor_type *pt,
     if (n->window.count == 0)
         return 0;
     if (!find_field(pt, WINDOW_PREFIX, "kind"))
-        return fail_at(err, errlen, &n->window.items[0].key_mark,
-                       "type '%s' does not support windows (node '%s')", n->type,
-                       n->name);
+        return ks_mark_fail(err, errlen, &n->window.items[0].key_mark,
+                            "type '%s' does not support windows (node '%s')", n->type,
+                            n->name);
     for (size_t i = 0; i < n->window.count; i++) {
         const ks_cfg_scalar *s = &n->window.items[i];
         const ks_config_field *f = find_field(pt, WINDOW_PREFIX, s->key);
@@ -242,14 +225,14 @@ static int validate_window(const ks_cfg_node *n, const ks_processor_type *pt,
                 snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
                          pt->config[j].name + WINDOW_PREFIX_LEN);
             }
-            return fail_at(err, errlen, &s->key_mark,
-                           "unknown window key '%s' for type '%s'; expected one of: %s",
-                           s->key, n->type, names);
+            return ks_mark_fail(err, errlen, &s->key_mark,
+                                "unknown window key '%s' for type '%s'; expected one of: %s",
+                                s->key, n->type, names);
         }
         if (check_value(f, s->value) != 0)
-            return fail_at(err, errlen, &s->mark,
-                           "window key '%s' of node '%s' must be %s, found '%s'", s->key,
-                           n->name, config_type_name(f->type), s->value);
+            return ks_mark_fail(err, errlen, &s->mark,
+                                "window key '%s' of node '%s' must be %s, found '%s'", s->key,
+                                n->name, config_type_name(f->type), s->value);
     }
     return 0;
 }
@@ -316,7 +299,7 @@ int ks_topology_window_spec(const ks_cfg_node *n, const ks_processor_type *pt,
         s = window_item(n, "kind");
     if (!s)
         s = &n->window.items[0];
-    return fail_at(err, errlen, &s->key_mark, "node '%s': %s", n->name, why);
+    return ks_mark_fail(err, errlen, &s->key_mark, "node '%s': %s", n->name, why);
 }
 
 static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
@@ -345,18 +328,18 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
                 snprintf(names + at, sizeof names - at, "%s%s", at ? ", " : "",
                          pt->config[j].name);
             }
-            return fail_at(err, errlen, &s->key_mark,
-                           "unknown config key '%s' for type '%s'; expected %s%s",
-                           s->key, n->type, names[0] ? "one of: " : "none", names);
+            return ks_mark_fail(err, errlen, &s->key_mark,
+                                "unknown config key '%s' for type '%s'; expected %s%s",
+                                s->key, n->type, names[0] ? "one of: " : "none", names);
         }
         if (s->nested && f->type != KS_CONFIG_STRING)
-            return fail_at(err, errlen, &s->mark,
-                           "config key '%s' of node '%s' must be %s, found %s", s->key,
-                           n->name, config_type_name(f->type), s->nested);
+            return ks_mark_fail(err, errlen, &s->mark,
+                                "config key '%s' of node '%s' must be %s, found %s", s->key,
+                                n->name, config_type_name(f->type), s->nested);
         if (check_value(f, s->value) != 0)
-            return fail_at(err, errlen, &s->mark,
-                           "config key '%s' of node '%s' must be %s, found '%s'",
-                           s->key, n->name, config_type_name(f->type), s->value);
+            return ks_mark_fail(err, errlen, &s->mark,
+                                "config key '%s' of node '%s' must be %s, found '%s'",
+                                s->key, n->name, config_type_name(f->type), s->value);
     }
     for (size_t j = 0; j < pt->config_count; j++) {
         const ks_config_field *f = &pt->config[j];
@@ -368,9 +351,9 @@ static int validate_config(const ks_cfg_node *n, const ks_processor_type *pt,
         for (size_t i = 0; i < where->count; i++)
             set |= strcmp(where->items[i].key, key) == 0;
         if (!set)
-            return fail_at(err, errlen, &n->mark,
-                           "node '%s' (type '%s') needs config key '%s'", n->name,
-                           n->type, f->name);
+            return ks_mark_fail(err, errlen, &n->mark,
+                                "node '%s' (type '%s') needs config key '%s'", n->name,
+                                n->type, f->name);
     }
     return ks_ops_check_node(n, err, errlen);
 }
@@ -412,24 +395,24 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
             snprintf(names + at, sizeof names - at, "%s%s", j ? ", " : "",
                      d->processors[j]->name);
         }
-        return fail_at(err, errlen, &n->type_mark,
-                       "plugin '%s' (%s) has no processor type '%s'; it offers: %s",
-                       d->name, tn->plugin->path, n->processor, names);
+        return ks_mark_fail(err, errlen, &n->type_mark,
+                            "plugin '%s' (%s) has no processor type '%s'; it offers: %s",
+                            d->name, tn->plugin->path, n->processor, names);
     }
     if (validate_config(n, tn->ptype, err, errlen) != 0 ||
         ks_ops_check_children(p, n, err, errlen) != 0)
         return -1;
     if ((tn->ptype->flags & KS_PROC_NEEDS_STORE) && n->store_count == 0)
-        return fail_at(err, errlen, &n->mark,
-                       "node '%s': type '%s' keeps state and needs `store:`", n->name,
-                       n->type);
+        return ks_mark_fail(err, errlen, &n->mark,
+                            "node '%s': type '%s' keeps state and needs `store:`", n->name,
+                            n->type);
     if ((tn->ptype->flags & KS_PROC_NEEDS_FUNCTIONS) && n->function_count == 0)
-        return fail_at(err, errlen, &n->mark,
-                       "node '%s': type '%s' needs `functions:`", n->name, n->type);
+        return ks_mark_fail(err, errlen, &n->mark,
+                            "node '%s': type '%s' needs `functions:`", n->name, n->type);
     tn->stores = calloc(n->store_count + 1, sizeof *tn->stores);
     tn->fns = calloc(n->function_count + 1, sizeof *tn->fns);
     if (!tn->stores || !tn->fns)
-        return fail_at(err, errlen, &n->mark, "out of memory");
+        return ks_mark_fail(err, errlen, &n->mark, "out of memory");
     for (size_t s = 0; s < n->store_count; s++) {
         for (size_t k = 0; k < p->store_count; k++)
             if (strcmp(p->stores[k].name, n->stores[s]) == 0)
@@ -442,8 +425,8 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
             return -1;
         const ks_function *fn = ks_plugin_function(fp, cf->name);
         if (!fn)
-            return fail_at(err, errlen, &cf->mark, "plugin '%s' (%s) has no function '%s'",
-                           cf->plugin, fp->path, cf->name);
+            return ks_mark_fail(err, errlen, &cf->mark, "plugin '%s' (%s) has no function '%s'",
+                                cf->plugin, fp->path, cf->name);
         tn->fns[tn->fn_count].cfg = cf;
         tn->fns[tn->fn_count].fn = fn;
         tn->fn_count++;
@@ -460,10 +443,10 @@ static int load_listed_plugins(ks_topology *t, const ks_host_api *api, const cha
         char file[4096];
         ks_plugin *pl;
         if (resolve_plugin_file(p, p->plugins[i], file, sizeof file) != 0)
-            return fail_at(err, errlen, &p->plugin_marks[i],
-                           "plugin '%s' not found (as a path, relative to the pipeline, "
-                           "or on the plugin path)",
-                           p->plugins[i]);
+            return ks_mark_fail(err, errlen, &p->plugin_marks[i],
+                                "plugin '%s' not found (as a path, relative to the pipeline, "
+                                "or on the plugin path)",
+                                p->plugins[i]);
         if (load_plugin_file(t, file, api, copy_dir, &p->plugin_marks[i], err, errlen,
                              &pl) != 0)
             return -1;
@@ -513,14 +496,14 @@ static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_
             for (size_t f = 0; f < tn->cfg->from_count; f++) {
                 int parent = node_index(t, tn->cfg->from[f]);
                 if (parent < 0 || add_child(&t->nodes[parent], (int)i) != 0)
-                    return fail_at(err, errlen, &tn->cfg->from_marks[f],
-                                   "unknown input '%s'", tn->cfg->from[f]);
+                    return ks_mark_fail(err, errlen, &tn->cfg->from_marks[f],
+                                        "unknown input '%s'", tn->cfg->from[f]);
             }
         } else if (tn->kind == KS_NODE_SINK) {
             int parent = node_index(t, tn->sink->from);
             if (parent < 0 || add_child(&t->nodes[parent], (int)i) != 0)
-                return fail_at(err, errlen, &tn->sink->from_mark, "unknown input '%s'",
-                               tn->sink->from);
+                return ks_mark_fail(err, errlen, &tn->sink->from_mark, "unknown input '%s'",
+                                    tn->sink->from);
         }
     }
     return 0;
@@ -609,24 +592,24 @@ int ks_topology_prepare_swap(const ks_topo_node *tn, const ks_plugin *pl,
     if (strcmp(tn->plugin->desc->name, name) == 0) {
         pt = ks_plugin_processor(pl, n->processor);
         if (!pt)
-            return fail_at(err, errlen, &n->type_mark,
-                           "new build of plugin '%s' (%s) has no processor type '%s' "
-                           "used by node '%s'",
-                           name, pl->path, n->processor, n->name);
+            return ks_mark_fail(err, errlen, &n->type_mark,
+                                "new build of plugin '%s' (%s) has no processor type '%s' "
+                                "used by node '%s'",
+                                name, pl->path, n->processor, n->name);
         if (validate_config(n, pt, err, errlen) != 0)
             return -1;
         if ((pt->flags & KS_PROC_NEEDS_STORE) && n->store_count == 0)
-            return fail_at(err, errlen, &n->mark,
-                           "node '%s': new build of type '%s' needs `store:`", n->name,
-                           n->type);
+            return ks_mark_fail(err, errlen, &n->mark,
+                                "node '%s': new build of type '%s' needs `store:`", n->name,
+                                n->type);
         if ((pt->flags & KS_PROC_NEEDS_FUNCTIONS) && n->function_count == 0)
-            return fail_at(err, errlen, &n->mark,
-                           "node '%s': new build of type '%s' needs `functions:`",
-                           n->name, n->type);
+            return ks_mark_fail(err, errlen, &n->mark,
+                                "node '%s': new build of type '%s' needs `functions:`",
+                                n->name, n->type);
     }
     ks_topo_fn *out = calloc(tn->fn_count + 1, sizeof *out);
     if (!out)
-        return fail_at(err, errlen, &n->mark, "out of memory");
+        return ks_mark_fail(err, errlen, &n->mark, "out of memory");
     for (size_t f = 0; f < tn->fn_count; f++) {
         out[f] = tn->fns[f];
         if (strcmp(tn->fns[f].cfg->plugin, name) != 0)
@@ -634,9 +617,9 @@ int ks_topology_prepare_swap(const ks_topo_node *tn, const ks_plugin *pl,
         const ks_function *fn = ks_plugin_function(pl, tn->fns[f].cfg->name);
         if (!fn || fn->kind != tn->fns[f].fn->kind) {
             free(out);
-            return fail_at(err, errlen, &tn->fns[f].cfg->mark,
-                           "new build of plugin '%s' (%s) has no %sfunction '%s'", name,
-                           pl->path, fn ? "matching " : "", tn->fns[f].cfg->name);
+            return ks_mark_fail(err, errlen, &tn->fns[f].cfg->mark,
+                                "new build of plugin '%s' (%s) has no %sfunction '%s'", name,
+                                pl->path, fn ? "matching " : "", tn->fns[f].cfg->name);
         }
         out[f].fn = fn;
     }

@@ -93,13 +93,9 @@ static rd_kafka_t *new_consumer(ks_worker *w, char *err, size_t errlen)
         return NULL;
     rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
     rd_kafka_conf_set_opaque(conf, w);
-    char why[512];
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, why, sizeof why);
-    if (!rk) {
-        rd_kafka_conf_destroy(conf);
-        snprintf(err, errlen, "cannot create consumer: %s", why);
+    rd_kafka_t *rk = ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create consumer", err, errlen);
+    if (!rk)
         return NULL;
-    }
     rd_kafka_poll_set_consumer(rk);
     return rk;
 }

@@ -29,12 +29,12 @@
  */
 #include "state/store.h"
 #include "base/fs.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <lmdb.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,18 +115,6 @@ static void reg_remove(const char *real)
         }
     }
     pthread_mutex_unlock(&reg_lock);
-}
-
-static void put_err(char *err, size_t errlen, const char *fmt, ...)
-    KS_PRINTF(3, 4);
-static void put_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 /* ------------------------------------------------------------------ */
@@ -219,22 +207,22 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
     if (out)
         *out = NULL;
     if (!dir || !*dir || !out) {
-        put_err(err, errlen, "%s: invalid arguments", dir ? dir : "(null)");
+        ks_errf(err, errlen, "%s: invalid arguments", dir ? dir : "(null)");
         return KS_ERR_INVALID;
     }
     if (!readonly && (map_size == 0 || map_size > (uint64_t)SIZE_MAX)) {
-        put_err(err, errlen, "%s: invalid map_size %llu", dir,
+        ks_errf(err, errlen, "%s: invalid map_size %llu", dir,
                 (unsigned long long)map_size);
         return KS_ERR_INVALID;
     }
     if (!readonly && max_stores > KS_STORE_MAX_STORES) {
-        put_err(err, errlen, "%s: max_stores %u over the limit %d", dir,
+        ks_errf(err, errlen, "%s: max_stores %u over the limit %d", dir,
                 max_stores, KS_STORE_MAX_STORES);
         return KS_ERR_INVALID;
     }
     if (!readonly && ks_mkdir_p(dir, 0755) != 0) {
         int e = errno;
-        put_err(err, errlen, "%s: cannot create the directory: %s", dir,
+        ks_errf(err, errlen, "%s: cannot create the directory: %s", dir,
                 strerror(e));
         return map_rc(e);
     }
@@ -242,7 +230,7 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
     ks_store_env *env = calloc(1, sizeof *env);
     if (!env || !(env->dir = strdup(dir))) {
         free(env);
-        put_err(err, errlen, "%s: out of memory", dir);
+        ks_errf(err, errlen, "%s: out of memory", dir);
         return KS_ERR_NOMEM;
     }
     env->readonly = readonly;
@@ -250,7 +238,7 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
     env->real = realpath(dir, NULL);
     if (!env->real) {
         int e = errno;
-        put_err(err, errlen, "%s: %s", dir,
+        ks_errf(err, errlen, "%s: %s", dir,
                 e == ENOENT ? "no store environment here" : strerror(e));
         env_free(env);
         return map_rc(e);
@@ -259,7 +247,7 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
         /* Check first: LMDB would create lock.mdb before failing. */
         int e = data_file_errno(env->real);
         if (e) {
-            put_err(err, errlen, "%s: %s", dir,
+            ks_errf(err, errlen, "%s: %s", dir,
                     e == ENOENT ? "no store environment here" : strerror(e));
             env_free(env);
             return map_rc(e);
@@ -268,11 +256,11 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
     int krc = reg_add(env->real);
     if (krc) {
         if (krc == KS_ERR_STATE)
-            put_err(err, errlen,
+            ks_errf(err, errlen,
                     "%s: store environment already open in this process",
                     dir);
         else
-            put_err(err, errlen, "%s: out of memory", dir);
+            ks_errf(err, errlen, "%s: out of memory", dir);
         env_free(env);
         return krc;
     }
@@ -280,7 +268,7 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
     const char *step;
     int rc = env_lmdb_open(env, dir, map_size, &step);
     if (rc != 0) {
-        put_err(err, errlen, "%s: %s: %s", dir, step, mdb_strerror(rc));
+        ks_errf(err, errlen, "%s: %s: %s", dir, step, mdb_strerror(rc));
         if (env->mdb)
             mdb_env_close(env->mdb);
         reg_remove(env->real);

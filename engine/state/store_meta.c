@@ -43,6 +43,23 @@ static int meta_get(ks_store_db *db, const void *key, size_t key_len, const char
     return 0;
 }
 
+/* Write the meta value `value` of `db` under `key` in the batch's write
+ * transaction, so it commits or aborts with the data it describes; `what`
+ * names it in errors. */
+static int meta_put(ks_store_db *db, const void *key, size_t key_len, const char *what,
+                    const void *value, size_t size)
+{
+    MDB_txn *txn;
+    int rc = write_txn(db, &txn);
+    if (rc)
+        return rc;
+    MDB_val k = {key_len, (void *)key}, v = {size, (void *)value};
+    rc = mdb_put(txn, db->env->meta, &k, &v, 0);
+    if (rc)
+        return write_failed(db->env, db, what, rc);
+    return 0;
+}
+
 int ks_store_checkpoint_get(ks_store_db *db, int64_t *offset)
 {
     if (!db || !offset)
@@ -58,17 +75,9 @@ int ks_store_checkpoint_set(ks_store_db *db, int64_t offset)
 {
     if (!db)
         return KS_ERR_INVALID;
-    MDB_txn *txn;
-    int rc = write_txn(db, &txn);
-    if (rc)
-        return rc;
     unsigned char buf[8];
     ks_int64_encode(offset, buf);
-    MDB_val k = {db->ckpt_key_len, db->ckpt_key}, v = {sizeof buf, buf};
-    rc = mdb_put(txn, db->env->meta, &k, &v, 0);
-    if (rc)
-        return write_failed(db->env, db, "checkpoint", rc);
-    return 0;
+    return meta_put(db, db->ckpt_key, db->ckpt_key_len, "checkpoint", buf, sizeof buf);
 }
 
 /* ------------------------------------------------------------------ */
@@ -90,15 +99,7 @@ int ks_store_version_set(ks_store_db *db, uint32_t version)
 {
     if (!db)
         return KS_ERR_INVALID;
-    MDB_txn *txn;
-    int rc = write_txn(db, &txn);
-    if (rc)
-        return rc;
     unsigned char buf[4] = {(unsigned char)(version >> 24), (unsigned char)(version >> 16),
                             (unsigned char)(version >> 8), (unsigned char)version};
-    MDB_val k = {db->ver_key_len, db->ver_key}, v = {sizeof buf, buf};
-    rc = mdb_put(txn, db->env->meta, &k, &v, 0);
-    if (rc)
-        return write_failed(db->env, db, "state version", rc);
-    return 0;
+    return meta_put(db, db->ver_key, db->ver_key_len, "state version", buf, sizeof buf);
 }
