@@ -18,6 +18,7 @@
 
 static _Thread_local const ks_crash_scope *current;
 static char crash_path[4096];
+static char history_path[4096];
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
 void ks_crash_enter(ks_crash_scope *s)
@@ -95,6 +96,13 @@ static const char *sig_name(int sig)
     }
 }
 
+/* A field of a history line: no tab or newline, which separate them. */
+static void put_field(out *o, const char *s)
+{
+    for (; s && *s && o->n < sizeof o->buf - 2; s++)
+        o->buf[o->n++] = (*s == '\t' || *s == '\n' || *s == '\r') ? ' ' : *s;
+}
+
 static void write_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
@@ -106,6 +114,27 @@ static void write_all(int fd, const char *p, size_t n)
         p += w;
         n -= (size_t)w;
     }
+}
+
+/* One line "SECONDS<TAB>PLUGIN<TAB>BUILD" (rollback.h reads them); appended,
+ * so the history of earlier runs stays. */
+static void append_history(const ks_crash_scope *s)
+{
+    out h = {.n = 0};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    put_int(&h, ts.tv_sec);
+    put(&h, "\t");
+    put_field(&h, s->plugin);
+    put(&h, "\t");
+    put_field(&h, s->build);
+    put(&h, "\n");
+    int fd = open(history_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    write_all(fd, h.buf, h.n);
+    fsync(fd);
+    close(fd);
 }
 
 static void on_fatal(int sig, siginfo_t *si, void *uc)
@@ -155,18 +184,22 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
             close(fd);
         }
     }
+    if (s && history_path[0])
+        append_history(s);
     errno = saved;
     /* SA_RESETHAND put the default action back: die of the same signal */
     raise(sig);
 }
 
-int ks_crash_install(const char *path, char *err, size_t errlen)
+int ks_crash_install(const char *path, const char *history, char *err, size_t errlen)
 {
-    if (path && strlen(path) >= sizeof crash_path) {
-        snprintf(err, errlen, "%s: crash file path too long", path);
+    if ((path && strlen(path) >= sizeof crash_path) ||
+        (history && strlen(history) >= sizeof history_path)) {
+        snprintf(err, errlen, "%s: crash file path too long", path ? path : history);
         return -1;
     }
     snprintf(crash_path, sizeof crash_path, "%s", path ? path : "");
+    snprintf(history_path, sizeof history_path, "%s", history ? history : "");
     void *warm[2];
     backtrace(warm, 2); /* loads the unwinder now: no allocation in the handler */
     static char altstack[64 * 1024]; /* the main thread's; a stack overflow there */
