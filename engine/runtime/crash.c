@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +21,10 @@ static _Thread_local const ks_crash_scope *current;
 static char crash_path[4096];
 static char history_path[4096];
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+/* The thread that reports (0: none yet). Two workers often fault on the
+ * same bad build at once: the second must neither kill the process before
+ * the first has written its report nor write over it. */
+static long reporting_tid;
 
 void ks_crash_enter(ks_crash_scope *s)
 {
@@ -137,10 +142,34 @@ static void append_history(const ks_crash_scope *s)
     close(fd);
 }
 
+/* Die of `sig` with its default action, as without the handler. */
+static void die_of(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig); /* delivered when the handler returns (or at once) */
+}
+
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
     (void)si, (void)uc;
     int saved = errno;
+    long me = (long)syscall(SYS_gettid), first = 0;
+    if (!__atomic_compare_exchange_n(&reporting_tid, &first, me, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST)) {
+        if (first == me) { /* a fault inside the report itself */
+            die_of(sig);
+            return;
+        }
+        for (;;) /* another thread reports; the process dies with it */
+            pause();
+    }
+    /* the history first: it decides the rollback at the next start */
+    if (current && history_path[0])
+        append_history(current);
     out o = {.n = 0};
     put_time(&o);
     put(&o, " FATAL [crash] ");
@@ -184,11 +213,8 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
             close(fd);
         }
     }
-    if (s && history_path[0])
-        append_history(s);
     errno = saved;
-    /* SA_RESETHAND put the default action back: die of the same signal */
-    raise(sig);
+    die_of(sig);
 }
 
 int ks_crash_install(const char *path, const char *history, char *err, size_t errlen)
@@ -208,7 +234,7 @@ int ks_crash_install(const char *path, const char *history, char *err, size_t er
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fatal;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
         if (sigaction(fatal_signals[i], &sa, NULL) != 0) {
