@@ -239,7 +239,8 @@ static void refuse(ks_reload *rl, watched *f, const char *why)
     status_reload(rl, f->path, "refused", NULL, why);
 }
 
-/* Same name, processor types, functions, config and state versions. */
+/* Same name, processor types, functions, config and state versions (not
+ * the versions for a rollback, whose stores are checked at task open). */
 static int validate_build(ks_reload *rl, gen *g, int rollback, char *err, size_t errlen)
 {
     const ks_plugin_descriptor *od = g->old_pl->desc, *nd = g->new_pl->desc;
