@@ -16,7 +16,8 @@
 const char ks_cmd_reload_help[] =
     "Make the engine running pipeline FILE load its plugin files again (hot\n"
     "deploy): signal the pid in STATE_DIR/APPLICATION/kstreams.pid with SIGHUP,\n"
-    "wait up to 60 s for the result, print it as `kstreams status` does.\n"
+    "wait up to 60 s for the result, print it as `kstreams status` does, then\n"
+    "what this reload did to each plugin file.\n"
     "exit codes: 0 swapped or unchanged, 1 refused or no result in 60 s,\n"
     "2 invalid pipeline, no engine running it, or cannot signal it, 64 usage\n";
 
