@@ -16,17 +16,32 @@
 const char ks_cmd_reload_help[] =
     "Make the engine running pipeline FILE load its plugin files again (hot\n"
     "deploy): signal the pid in STATE_DIR/APPLICATION/kstreams.pid with SIGHUP,\n"
-    "wait up to 60 s for the result, print it as `kstreams status` does.\n"
+    "wait up to 60 s for the result, print it as `kstreams status` does, then\n"
+    "what this reload did to each plugin file.\n"
     "exit codes: 0 swapped or unchanged, 1 refused or no result in 60 s,\n"
     "2 invalid pipeline, no engine running it, or cannot signal it, 64 usage\n";
 
-/* Print the outcome; KS_EXIT_FAILURE when the last reload was refused. */
+/* Print the status and what this reload did to each plugin file;
+ * KS_EXIT_FAILURE when a file's new build was refused. */
 static ks_exit report(const json_t *doc, FILE *out)
 {
     ks_cli_print_status(doc, out);
-    const json_t *last = json_object_get(json_object_get(doc, "reload"), "last");
-    const char *result = json_string_value(json_object_get(last, "result"));
-    return result && strcmp(result, "refused") == 0 ? KS_EXIT_FAILURE : KS_EXIT_OK;
+    const json_t *results =
+        json_object_get(json_object_get(json_object_get(doc, "reload"), "hup"), "results");
+    ks_exit rc = KS_EXIT_OK;
+    const char *file;
+    const json_t *r;
+    fprintf(out, "this reload:\n");
+    json_object_foreach((json_t *)results, file, r) {
+        const char *result = json_string_value(json_object_get(r, "result"));
+        const char *build = json_string_value(json_object_get(r, "build_id"));
+        const char *error = json_string_value(json_object_get(r, "error"));
+        fprintf(out, "  %s: %s%s%s%s%s\n", file, result ? result : "?", build ? ", build " : "",
+                build ? build : "", error ? ": " : "", error ? error : "");
+        if (result && strcmp(result, "refused") == 0)
+            rc = KS_EXIT_FAILURE;
+    }
+    return rc;
 }
 
 static ks_exit reload(const char *file, int timeout_ms, FILE *out, FILE *err)

@@ -1,7 +1,7 @@
 /*
  * config.c - the pipeline YAML (parsed by yaml_tree.c) mapped onto
  * ks_pipeline, with every check that needs no plugin. This file owns the
- * top level (TOP_KEYS, `kafka:`, `metrics:`) and the entry points; the
+ * top level (TOP_KEYS, `kafka:`, `metrics:`, `rollback:`) and the entry points; the
  * sections and checks it calls are in the other config_*.c files
  * (config_internal.h lists which file owns what).
  *
@@ -160,18 +160,38 @@ static int parse_metrics(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 /* The top level                                                       */
 /* ------------------------------------------------------------------ */
 
+static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out);
+
+/* `rollback: { crashes: 3, within: 10m }`: both optional. */
+static int parse_rollback(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    static const char *const keys[] = {"crashes", "within"};
+    fields f;
+    int64_t x;
+    if (want_map(c, kn, v, 0) != 0 || take_fields(c, v, "rollback", keys, 2, &f) != 0)
+        return -1;
+    if (f.val[0]) {
+        if (want_int(c, f.key[0], f.val[0], 0, 1000, &x) != 0)
+            return -1;
+        c->p->rollback_crashes = (int)x;
+    }
+    if (f.val[1] && want_positive_duration(c, f.key[1], f.val[1], &c->p->rollback_within_ms) != 0)
+        return -1;
+    return 0;
+}
+
 enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
     T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
-    T_STALL_WARNING, T_TABLES, T_N
+    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
     "state_dir",   "workers",        "replication_factor", "plugins",
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
-    "outbox",      "stall_warning_ms", "tables"};
+    "outbox",      "stall_warning_ms", "tables",           "rollback"};
 
 /* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
 static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
@@ -272,6 +292,8 @@ static int parse_top(pctx *c, const ks_ynode *root)
     if ((v = f.val[T_STALL_WARNING]) &&
         want_positive_duration(c, f.key[T_STALL_WARNING], v, &p->stall_warning_ms) != 0)
         return -1;
+    if ((v = f.val[T_ROLLBACK]) && parse_rollback(c, f.key[T_ROLLBACK], v) != 0)
+        return -1;
     if ((v = f.val[T_STATE_DIR]) &&
         want_string(c, f.key[T_STATE_DIR], v, &p->state_dir) != 0)
         return -1;
@@ -371,6 +393,8 @@ int ks_pipeline_parse(const char *name, const char *text, size_t len,
     c.p->guarantee = KS_GUARANTEE_EXACTLY_ONCE;
     c.p->commit_interval_ms = 100;
     c.p->stall_warning_ms = 60000;
+    c.p->rollback_crashes = 3;
+    c.p->rollback_within_ms = 10 * 60 * 1000;
     c.p->workers = 1;
     c.p->replication_factor = -1; /* the broker's default, as Kafka Streams 3.0+ */
     c.p->poison = KS_POISON_FAIL;

@@ -199,6 +199,11 @@ typedef struct ks_pipeline {
     int64_t stall_warning_ms;        /* a partition with lag and no committed
                                         progress this long is logged; 60000 */
     char *state_dir;                 /* default ./state */
+    int rollback_crashes;            /* `rollback: { crashes }`: crashes of one
+                                        build that make the next start run the
+                                        last good build; 0 = never; default 3 */
+    int64_t rollback_within_ms;      /* `rollback: { within }`: counted over
+                                        this window; default 10 minutes */
     int workers;                     /* default 1 */
     int32_t replication_factor;      /* topics the engine creates; -1 (default):
                                         the broker's default.replication.factor */

@@ -351,7 +351,10 @@ int ks_committer_commit(ks_committer *c)
         return 0;
     int64_t started = ks_mono_ms();
     int64_t processing = started - c->batch_started_ms;
+    size_t records = c->batch_records;
     int rc = c->eos ? commit_eos(c) : commit_alo(c);
+    if (rc == 0 && records > 0)
+        ks_reload_note_commit(c->eng->reload); /* the running builds are good ones */
     c->commit_seconds += (double)(ks_mono_ms() - started) / 1000.0;
     adapt_batch_limit(c, processing);
     ks_debug(c->where, "commit of %zu records: %s in %lld ms", c->batch_records,

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,7 +19,12 @@
 
 static _Thread_local const ks_crash_scope *current;
 static char crash_path[4096];
+static char history_path[4096];
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+/* The thread that reports (0: none yet). Two workers often fault on the
+ * same bad build at once: the second must neither kill the process before
+ * the first has written its report nor write over it. */
+static long reporting_tid;
 
 void ks_crash_enter(ks_crash_scope *s)
 {
@@ -95,6 +101,13 @@ static const char *sig_name(int sig)
     }
 }
 
+/* A field of a history line: no tab or newline, which separate them. */
+static void put_field(out *o, const char *s)
+{
+    for (; s && *s && o->n < sizeof o->buf - 2; s++)
+        o->buf[o->n++] = (*s == '\t' || *s == '\n' || *s == '\r') ? ' ' : *s;
+}
+
 static void write_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
@@ -108,10 +121,55 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
+/* One line "SECONDS<TAB>PLUGIN<TAB>BUILD" (rollback.h reads them); appended,
+ * so the history of earlier runs stays. */
+static void append_history(const ks_crash_scope *s)
+{
+    out h = {.n = 0};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    put_int(&h, ts.tv_sec);
+    put(&h, "\t");
+    put_field(&h, s->plugin);
+    put(&h, "\t");
+    put_field(&h, s->build);
+    put(&h, "\n");
+    int fd = open(history_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    write_all(fd, h.buf, h.n);
+    fsync(fd);
+    close(fd);
+}
+
+/* Die of `sig` with its default action, as without the handler. */
+static void die_of(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig); /* delivered when the handler returns (or at once) */
+}
+
 static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
     (void)si, (void)uc;
     int saved = errno;
+    long me = (long)syscall(SYS_gettid), first = 0;
+    if (!__atomic_compare_exchange_n(&reporting_tid, &first, me, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST)) {
+        if (first == me) { /* a fault inside the report itself */
+            die_of(sig);
+            return;
+        }
+        for (;;) /* another thread reports; the process dies with it */
+            pause();
+    }
+    /* the history first: it decides the rollback at the next start */
+    if (current && history_path[0])
+        append_history(current);
     out o = {.n = 0};
     put_time(&o);
     put(&o, " FATAL [crash] ");
@@ -156,17 +214,18 @@ static void on_fatal(int sig, siginfo_t *si, void *uc)
         }
     }
     errno = saved;
-    /* SA_RESETHAND put the default action back: die of the same signal */
-    raise(sig);
+    die_of(sig);
 }
 
-int ks_crash_install(const char *path, char *err, size_t errlen)
+int ks_crash_install(const char *path, const char *history, char *err, size_t errlen)
 {
-    if (path && strlen(path) >= sizeof crash_path) {
-        snprintf(err, errlen, "%s: crash file path too long", path);
+    if ((path && strlen(path) >= sizeof crash_path) ||
+        (history && strlen(history) >= sizeof history_path)) {
+        snprintf(err, errlen, "%s: crash file path too long", path ? path : history);
         return -1;
     }
     snprintf(crash_path, sizeof crash_path, "%s", path ? path : "");
+    snprintf(history_path, sizeof history_path, "%s", history ? history : "");
     void *warm[2];
     backtrace(warm, 2); /* loads the unwinder now: no allocation in the handler */
     static char altstack[64 * 1024]; /* the main thread's; a stack overflow there */
@@ -175,7 +234,7 @@ int ks_crash_install(const char *path, char *err, size_t errlen)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fatal;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < sizeof fatal_signals / sizeof fatal_signals[0]; i++)
         if (sigaction(fatal_signals[i], &sa, NULL) != 0) {

@@ -39,8 +39,11 @@ void ks_crash_enter(ks_crash_scope *s);
 void ks_crash_leave(const ks_crash_scope *s);
 
 /* Install the handlers; reports also go to the file `crash_path` (copied;
- * truncated at each crash). 0, or -1 with err. Once per process. */
-int ks_crash_install(const char *crash_path, char *err, size_t errlen);
+ * truncated at each crash), and a crash inside plugin code appends one
+ * line "SECONDS<TAB>PLUGIN<TAB>BUILD" to the file `history` (copied; NULL:
+ * none), which rollback.h reads at the next start. 0, or -1 with err.
+ * Once per process. */
+int ks_crash_install(const char *crash_path, const char *history, char *err, size_t errlen);
 
 /* The first line of the crash file a previous run left at `crash_path`,
  * in buf, and the file renamed to "<crash_path>.last" (the next crash of

@@ -147,25 +147,27 @@ int ks_engine_run(ks_topology *topo, const char *instance)
             (int)topo->partitions, p->workers, p->workers == 1 ? "" : "s",
             p->guarantee == KS_GUARANTEE_EXACTLY_ONCE ? "exactly-once" : "at-least-once",
             eng.instance);
-    for (size_t i = 0; i < topo->plugin_count; i++) {
-        const ks_plugin_descriptor *d = topo->plugins[i]->desc;
-        ks_metrics_plugin_info(eng.metrics, d->name, d->version, d->build_id);
-    }
-    /* hot deploy: started before the workers, which call into it */
+    /* hot deploy: started before the workers, which call into it; it rolls
+     * back a build that crashed too often */
     char copy_dir[4096];
     ks_layout_plugins_dir(p->state_dir, p->application, copy_dir, sizeof copy_dir);
     if (ks_reload_start(&eng, ks_host_api_table(), copy_dir, &eng.reload, err,
                         sizeof err) != 0)
         ks_warn("engine", "hot deploy is off: %s", err);
+    for (size_t i = 0; i < topo->plugin_count; i++) {
+        const ks_plugin_descriptor *d = topo->plugins[i]->desc;
+        ks_metrics_plugin_info(eng.metrics, d->name, d->version, d->build_id);
+    }
     /* a fatal signal in processor code is reported (log and crash file);
      * the one a previous run left is reported now */
-    char crash_path[4200], last[2048];
+    char crash_path[4200], history[4200], last[2048];
     ks_layout_crash_file(p->state_dir, p->application, crash_path, sizeof crash_path);
+    ks_layout_crash_history_file(p->state_dir, p->application, history, sizeof history);
     if (ks_crash_take_previous(crash_path, last, sizeof last)) {
         ks_warn("engine", "the previous run died: %s (its report: %s.last)", last, crash_path);
         ks_reload_note_crash(eng.reload, last);
     }
-    if (ks_crash_install(crash_path, err, sizeof err) != 0)
+    if (ks_crash_install(crash_path, history, err, sizeof err) != 0)
         ks_warn("engine", "crash reports are off: %s", err);
     eng.workers = calloc((size_t)p->workers, sizeof *eng.workers);
     for (int i = 0; eng.workers && i < p->workers; i++) {

@@ -48,9 +48,22 @@ typedef struct ks_reload ks_reload;
  * its workers not yet started): write the pid and status files under
  * <state_dir>/<application>/, watch the plugin files, start the reload
  * thread. Plugin copies go to `copy_dir`. 0 and *out, or -1 with err.
+ *
+ * Automatic rollback happens here, before any task opens: a plugin whose
+ * build crashed `rollback.crashes` times within `rollback.within` (the
+ * crash history, rollback.h) runs the last other build of it that
+ * committed a batch (kept under <state_dir>/<application>/good-builds/),
+ * with one WARN line and "rollback" in status.json. While the engine
+ * runs, the reload thread keeps a copy of each build that commits a batch
+ * (ks_reload_note_commit).
  */
 int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir,
                     ks_reload **out, char *err, size_t errlen);
+
+/* A worker committed a batch with records in it: the builds running now
+ * become the good builds a rollback returns to (kept by the reload
+ * thread). Any thread; NULL rl is fine. */
+void ks_reload_note_commit(ks_reload *rl);
 
 /* Show the first line of the crash report a previous run left under
  * "crash": {"previous_run": LINE} in status.json. NULL rl is fine. */

@@ -1,8 +1,10 @@
 /*
  * reload_client.c - see reload_client.h. The engine's side (reload.c)
- * counts attempts in status.json ("reload": {"attempts", "in_progress"});
- * a request is answered when the count has grown and nothing is in
- * progress.
+ * numbers the SIGHUPs it handles in status.json ("reload": {"hup":
+ * {"seq", "done", "results"}}); a request is answered when a SIGHUP
+ * numbered after the ones seen before sending is done. Several SIGHUPs
+ * that arrive together are handled as one: every one of them is answered
+ * by it, since it reloads every file after they were sent.
  */
 #include "runtime/reload_client.h"
 
@@ -16,7 +18,6 @@
 #include "runtime/status.h"
 
 #define POLL_MS 100
-#define BUSY (-2) /* a reload is in progress */
 
 ks_engine_liveness ks_reload_engine_liveness(const char *pid_path, long *pid)
 {
@@ -32,49 +33,48 @@ ks_engine_liveness ks_reload_engine_liveness(const char *pid_path, long *pid)
     return kill((pid_t)p, 0) == 0 || errno == EPERM ? KS_ENGINE_ALIVE : KS_ENGINE_GONE;
 }
 
-/* Reload attempts counted in the status file; -1 when unreadable, BUSY
- * while one is in progress. */
-static long status_attempts(const char *path)
+/* The status document's "reload": {"hup": ...} (reload.c): the SIGHUPs
+ * the engine has answered or is answering, and whether it is done. */
+static long hup_seq(const json_t *doc, int *done)
+{
+    const json_t *h = json_object_get(json_object_get(doc, "reload"), "hup");
+    *done = json_is_true(json_object_get(h, "done"));
+    return (long)json_integer_value(json_object_get(h, "seq"));
+}
+
+/* The SIGHUPs seen so far; -1 when the status file is unreadable. */
+static long hups_seen(const char *path)
 {
     json_t *doc = NULL;
     char err[512];
     if (ks_status_read(path, &doc, err, sizeof err) != 0)
         return -1;
-    const json_t *rl = json_object_get(doc, "reload");
-    long n = (long)json_integer_value(json_object_get(rl, "attempts"));
-    int busy = json_is_true(json_object_get(rl, "in_progress"));
+    int done;
+    long n = hup_seq(doc, &done);
     json_decref(doc);
-    return busy ? BUSY : n;
+    return n;
 }
 
-/* The status document once the reloads after attempt `before` are done
- * (SIGHUP tries every plugin file: all of them); NULL while not yet. */
+/* The status document once a SIGHUP after the `before`-th is answered
+ * (every plugin file reloaded); NULL while not yet. */
 static json_t *finished_after(const char *status_path, long before)
 {
-    long now = status_attempts(status_path);
-    if (now < 0 || now <= before)
-        return NULL;
     json_t *doc = NULL;
     char err[512];
     if (ks_status_read(status_path, &doc, err, sizeof err) != 0)
         return NULL;
-    if (json_is_true(json_object_get(json_object_get(doc, "reload"), "in_progress"))) {
-        json_decref(doc);
-        return NULL;
-    }
-    return doc;
+    int done;
+    if (hup_seq(doc, &done) > before && done)
+        return doc;
+    json_decref(doc);
+    return NULL;
 }
 
 int ks_reload_request(long pid, const char *status_path, int timeout_ms, json_t **doc,
                       char *err, size_t errlen)
 {
     *doc = NULL;
-    long before = status_attempts(status_path);
-    while (before == BUSY && timeout_ms > 0) { /* let the one in progress finish */
-        usleep(POLL_MS * 1000);
-        timeout_ms -= POLL_MS;
-        before = status_attempts(status_path);
-    }
+    long before = hups_seen(status_path);
     if (kill((pid_t)pid, SIGHUP) != 0) {
         snprintf(err, errlen, "cannot signal pid %ld: %s", pid, strerror(errno));
         return KS_ERR_IO;

@@ -28,9 +28,12 @@ ks_engine_liveness ks_reload_engine_liveness(const char *pid_path, long *pid);
 
 /*
  * Ask engine `pid` to reload every plugin file (SIGHUP) and wait up to
- * timeout_ms for the outcome in its status file status_path: a reload
- * already in progress is waited for first, then the signal is sent, then
- * the status file is read until a new reload has finished. 0 with *doc,
+ * timeout_ms for the outcome in its status file status_path: the signal
+ * is sent, then the status file is read until the engine has answered it
+ * ("reload": {"hup": {"done": true, "results": {FILE: {"result":
+ * "swapped" | "unchanged" | "refused", "build_id", "error"}}}}: what this
+ * signal did to each file, also when a reload of a watched file ran
+ * between or coalesced with it). 0 with *doc,
  * the status document (a new reference, the caller's); KS_ERR_NOT_FOUND
  * when no result came in time; KS_ERR_IO with err ("cannot signal pid N:
  * reason") when the signal cannot be sent.

@@ -51,3 +51,15 @@ int ks_layout_crash_file(const char *state_dir, const char *application, char *o
 {
     return app_path(state_dir, application, "crash.txt", out, len);
 }
+
+int ks_layout_crash_history_file(const char *state_dir, const char *application, char *out,
+                                 size_t len)
+{
+    return app_path(state_dir, application, "crash-history", out, len);
+}
+
+int ks_layout_good_builds_dir(const char *state_dir, const char *application, char *out,
+                              size_t len)
+{
+    return app_path(state_dir, application, "good-builds", out, len);
+}

@@ -9,6 +9,8 @@
  *       status.json                        `kstreams status`
  *       kstreams.pid                       the running engine's pid
  *       crash.txt                          the last crash report
+ *       crash-history                      one line per plugin crash (rollback)
+ *       good-builds/                       copies of builds that committed a batch
  *
  * Each function writes a NUL-terminated path into the caller's buffer
  * `out` of `len` bytes; `state_dir` and `application` are borrowed. Returns
@@ -28,5 +30,9 @@ int ks_layout_outbox_dir(const char *state_dir, const char *application, char *o
 int ks_layout_status_file(const char *state_dir, const char *application, char *out, size_t len);
 int ks_layout_pid_file(const char *state_dir, const char *application, char *out, size_t len);
 int ks_layout_crash_file(const char *state_dir, const char *application, char *out, size_t len);
+int ks_layout_crash_history_file(const char *state_dir, const char *application, char *out,
+                                 size_t len);
+int ks_layout_good_builds_dir(const char *state_dir, const char *application, char *out,
+                              size_t len);
 
 #endif /* KS_STATE_LAYOUT_H */

@@ -290,6 +290,40 @@ static void test_refusals(void)
     check_outputs("after refusals", 1, NULL, NULL);
 }
 
+/* `kstreams reload` right after the file changed: its SIGHUP and the file
+ * watcher's reload coalesce; it reports the swap its signal made, not the
+ * watcher's "unchanged" that follows (before: "last: unchanged", exit 0). */
+static void test_reload_reports_its_swap(void)
+{
+    producer_start();
+    int swaps = it_log_count(log_path, "swapped to build");
+    char out[8192], want[4300];
+    /* v2 runs: to v1 and back (the next case starts on v2) */
+    static const char *const to[] = {"reload_v1", "reload_v2"};
+    static const char *const id[] = {"reload-v1", "reload-v2"};
+    for (int i = 0; i < 2; i++) {
+        cp_over(build(to[i]));
+        int rc = kstreams_cmd("reload", out, sizeof out);
+        snprintf(want, sizeof want, "this reload:\n  %s: swapped, build %s\n", watched, id[i]);
+        printf("\n  kstreams reload right after cp of %s: exit %d, %s", to[i], rc,
+               strstr(out, want) ? "swapped" : "NOT swapped");
+        if (!strstr(out, want))
+            printf("\n%s", out);
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT(strstr(out, want) != NULL);
+    }
+    /* again, nothing changed: whether or not the watcher's queued reload
+     * has run yet, this one finds the running build */
+    int rc = kstreams_cmd("reload", out, sizeof out);
+    snprintf(want, sizeof want, "this reload:\n  %s: unchanged, build reload-v2\n", watched);
+    printf("\n  again: exit %d, %s\n", rc, strstr(out, want) ? "unchanged" : "NOT unchanged");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(strstr(out, want) != NULL);
+    producer_stop();
+    CU_ASSERT_EQUAL(it_log_count(log_path, "swapped to build"), swaps + 2);
+    check_outputs("reload reports its swap", 0, NULL, NULL);
+}
+
 static int count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");
@@ -371,6 +405,7 @@ int main(void)
     static const it_case cases[] = {
         {"reload: v1 -> v2 mid-stream, exactly once, never back", test_swap_v1_to_v2},
         {"reload: refused builds leave v2 running, nothing lost", test_refusals},
+        {"reload: kstreams reload reports the swap its SIGHUP made", test_reload_reports_its_swap},
         {"reload: twenty reloads under load, no leak", test_twenty_reloads},
         {NULL, NULL}};
     return it_main("reload", cases);

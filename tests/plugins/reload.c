@@ -11,6 +11,8 @@
  *                          counts its runs under the key "__migrations"
  *   reload_segv            like v1, but process() dereferences NULL on a
  *                          value starting with "boom" (crash reports)
+ *   reload_segv_first      process() dereferences NULL on every record, so
+ *                          on its first (automatic rollback); mark "v9"
  *   reload_fmt2            state_version 2 in ANOTHER value format: counts
  *                          are text "c=N", not 8 bytes; its migrate()
  *                          converts every 8-byte count and counts its runs
@@ -59,6 +61,12 @@ static ks_verdict tag_process(ks_ctx *ctx, void *state, const ks_record *rec)
     int64_t n = 0;
     if (!rec->key || rec->key_len == 0)
         return KS_SKIP;
+#ifdef RELOAD_SEGV_FIRST
+    {
+        int *volatile nowhere = NULL;
+        *nowhere = 1;
+    }
+#endif
 #ifdef RELOAD_SEGV
     if (rec->value && rec->value_len >= 4 && memcmp(rec->value, "boom", 4) == 0) {
         int *volatile nowhere = NULL;

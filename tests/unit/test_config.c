@@ -857,6 +857,41 @@ static void test_many_keys(void)
                  "mem.yaml:3:1: duplicate key 'a'; first defined at line 1");
 }
 
+/* `rollback:`: defaults, both keys, errors at file:line:col */
+static void test_rollback(void)
+{
+    char err[512];
+    ks_pipeline *p = parse_text(BASE "sinks: [ { from: in, topic: o } ]\n", err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->rollback_crashes, 3);
+    CU_ASSERT_EQUAL(p->rollback_within_ms, 600000);
+    ks_pipeline_free(p);
+    p = parse_text(BASE "sinks: [ { from: in, topic: o } ]\nrollback: { crashes: 5, within: 1h }\n",
+                   err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->rollback_crashes, 5);
+    CU_ASSERT_EQUAL(p->rollback_within_ms, 3600000);
+    ks_pipeline_free(p);
+    p = parse_text(BASE "sinks: [ { from: in, topic: o } ]\nrollback: { crashes: 0 }\n", err,
+                   sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->rollback_crashes, 0);
+    CU_ASSERT_EQUAL(p->rollback_within_ms, 600000);
+    ks_pipeline_free(p);
+    expect_error(BASE "rollback: { crashes: -1 }\n",
+                 "mem.yaml:4:22: 'crashes' must be between 0 and 1000, found '-1'");
+    expect_error(BASE "rollback: { within: 0s }\n",
+                 "mem.yaml:4:21: 'within' must be greater than 0, found '0s'");
+    expect_error(BASE "rollback: { within: soon }\n",
+                 "mem.yaml:4:21: expected an integer or a duration (e.g. 100ms) for 'within', "
+                 "found 'soon'");
+    expect_error(BASE "rollback: { after: 3 }\n",
+                 "mem.yaml:4:13: unknown key 'after' in rollback; expected one of: crashes, "
+                 "within");
+    expect_error(BASE "rollback: 3\n",
+                 "mem.yaml:4:11: expected a mapping for 'rollback', found '3'");
+}
+
 void ks_test_register_config(void)
 {
     CU_pSuite s = CU_add_suite("config", NULL, NULL);
@@ -875,6 +910,7 @@ void ks_test_register_config(void)
     CU_add_test(s, "ks_parse_size", test_size);
     CU_add_test(s, "ks_serde_name", test_serde_name);
     CU_add_test(s, "in-memory texts and exact errors", test_in_memory);
+    CU_add_test(s, "rollback: defaults, keys, errors", test_rollback);
     CU_add_test(s, "nested config values as JSON", test_nested_config);
     CU_add_test(s, "file errors", test_load_errors);
     CU_add_test(s, "truncated files fail cleanly", test_truncated);

@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "loader/plugin.h"
 #include "runtime/reload.h"
+#include "runtime/rollback.h"
 #include "runtime/task.h"
 #include "runtime/topology.h"
 #include "unit/test_util.h"
@@ -465,6 +466,58 @@ static void test_status_of_a_dead_engine(void)
     nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Crash history: counted per plugin and build within the window, pruned;
+ * good builds: the last two of different ids, found skipping the bad one. */
+static void test_rollback_history_and_builds(void)
+{
+    char dir[64] = "/tmp/ks-rollback-XXXXXX", hist[128], good[128], so[128];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(hist, sizeof hist, "%s/crash-history", dir);
+    snprintf(good, sizeof good, "%s/good-builds", dir);
+    FILE *f = fopen(hist, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "1000\tp\tb2\n"    /* too old */
+               "1500\tp\tb2\n1600\tp\tb2\nbroken line\n1700\tq\tb2\n1800\tp\tb1\n"
+               "1900\tp\tb2\n");
+    fclose(f);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b2", 2000, 600000), 3);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b1", 2000, 600000), 1);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b2", 2000, 150000), 1);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes("/nonexistent/h", "p", "b2", 2000, 600000), 0);
+    char err[512];
+    CU_ASSERT_EQUAL(ks_rollback_prune_history(hist, 2000, 450000, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b2", 2000, 100000000), 2);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "q", "b2", 2000, 100000000), 1);
+
+    char path[4200], build[256];
+    CU_ASSERT_EQUAL(ks_rollback_find(good, "p", "b2", path, sizeof path, build, sizeof build), 0);
+    snprintf(so, sizeof so, "%s/b1.so", dir);
+    f = fopen(so, "w");
+    fputs("build one", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(ks_rollback_keep(good, "p", "b1", so, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_rollback_kept_build(good, "p", build, sizeof build), 1);
+    CU_ASSERT_STRING_EQUAL(build, "b1");
+    CU_ASSERT_EQUAL(ks_rollback_find(good, "p", "b2", path, sizeof path, build, sizeof build), 1);
+    CU_ASSERT_STRING_EQUAL(build, "b1");
+    /* b2 committed a batch too (it crashes later on): b1 is the way back */
+    CU_ASSERT_EQUAL(ks_rollback_keep(good, "p", "b2", so, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_rollback_find(good, "p", "b2", path, sizeof path, build, sizeof build), 1);
+    CU_ASSERT_STRING_EQUAL(build, "b1");
+    CU_ASSERT_PTR_NOT_NULL(strstr(path, "p.prev.so"));
+    CU_ASSERT_EQUAL(ks_rollback_find(good, "p", "b1", path, sizeof path, build, sizeof build), 1);
+    CU_ASSERT_STRING_EQUAL(build, "b2");
+    f = fopen(path, "r");
+    char text[32] = "";
+    CU_ASSERT_PTR_NOT_NULL(f && fgets(text, sizeof text, f));
+    if (f)
+        fclose(f);
+    CU_ASSERT_STRING_EQUAL(text, "build one");
+    CU_ASSERT_EQUAL(ks_rollback_find(good, "other", "b1", path, sizeof path, build,
+                                     sizeof build), 0);
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void ks_test_register_reload(void)
 {
     CU_pSuite s = CU_add_suite("reload", NULL, NULL);
@@ -472,6 +525,7 @@ void ks_test_register_reload(void)
     CU_add_test(s, "missing type and failing init are refused", test_refused_builds);
     CU_add_test(s, "migration commits and aborts with its batch", test_migration_commits_with_the_batch);
     CU_add_test(s, "status of a killed engine: not running, exit 2", test_status_of_a_dead_engine);
+    CU_add_test(s, "rollback: crash history and good builds", test_rollback_history_and_builds);
     CU_add_test(s, "state version kept in the store: stamp, migrate once, no downgrade",
                 test_versions_kept_with_the_state);
     CU_add_test(s, "restore applies version records to __meta", test_restore_applies_version_records);
