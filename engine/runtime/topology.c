@@ -226,7 +226,10 @@ static int validate_window(const ks_cfg_node *n, const ks_processor_type *pt,
 {
     if (n->window.count == 0)
         return 0;
-    if (!find_field(pt, WINDOW_PREFIX, "kind"))
+    int windowed = 0; /* a type with a `window:` declares window.* fields */
+    for (size_t j = 0; j < pt->config_count; j++)
+        windowed |= is_window_field(&pt->config[j]);
+    if (!windowed)
         return fail_at(err, errlen, &n->window.items[0].key_mark,
                        "type '%s' does not support windows (node '%s')", n->type,
                        n->name);
