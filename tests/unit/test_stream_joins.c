@@ -341,6 +341,17 @@ static void test_rules(void)
     ks_driver_close(drv);
 }
 
+static void parse_err(const char *yaml, const char *want)
+{
+    ks_pipeline *p = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL(ks_pipeline_parse("s.yaml", yaml, strlen(yaml), &p, err, sizeof err), -1);
+    if (!strstr(err, want))
+        fprintf(stderr, "\nwant '%s'\ngot  '%s'\n", want, err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
+    ks_pipeline_free(p);
+}
+
 static void parse_ok_build_err(const char *yaml, const char *want)
 {
     ks_driver_options opt = {.partitions = 1, .plugin_path = PLUGINS};
@@ -378,6 +389,25 @@ static void test_yaml(void)
                   "      window: { before: soon } }\n%s",
              tail);
     parse_ok_build_err(yaml, "s.yaml:10:25: window key 'before' of node 'j' must be");
+    snprintf(yaml, sizeof yaml,
+             HEAD "nodes:\n  - { name: j, type: join.streams, from: [orders, payments], "
+                  "store: b,\n      config: { left: orders, right: payment },\n"
+                  "      window: { before: 1s } }\n%s",
+             tail);
+    parse_err(yaml, "s.yaml:9:38: node 'j': right 'payment' is not one of its inputs (from: "
+                    "orders, payments)");
+    snprintf(yaml, sizeof yaml,
+             HEAD "nodes:\n  - { name: j, type: join.streams, from: [orders, payments], "
+                  "store: b,\n      config: { left: orders, right: orders },\n"
+                  "      window: { before: 1s } }\n%s",
+             tail);
+    parse_err(yaml, "s.yaml:9:38: node 'j': left and right are both 'orders'");
+    snprintf(yaml, sizeof yaml,
+             HEAD "nodes:\n  - { name: j, type: join.streams, from: orders, store: b,\n"
+                  "      config: { left: orders, right: orders }, window: { before: 1s } }\n%s",
+             tail);
+    parse_err(yaml, "s.yaml:8:42: node 'j': a stream-stream join reads two streams; `from:` "
+                    "lists 1");
 }
 
 void ks_test_register_stream_joins(void)
