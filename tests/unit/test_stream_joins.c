@@ -408,6 +408,14 @@ static void test_yaml(void)
              tail);
     parse_err(yaml, "s.yaml:8:42: node 'j': a stream-stream join reads two streams; `from:` "
                     "lists 1");
+    /* a re-keyed side would share one repartition topic with the other */
+    snprintf(yaml, sizeof yaml,
+             HEAD "nodes:\n  - { name: rk, type: ops.select_key, from: orders, config: { path: /c } }\n"
+                  "  - { name: j, type: join.streams, from: [rk, payments], store: b,\n"
+                  "      config: { left: rk, right: payments }, window: { before: 1s } }\n%s",
+             tail);
+    parse_ok_build_err(yaml, "s.yaml:9:5: node 'j': a stream-stream join cannot read through "
+                             "a repartition topic yet");
 }
 
 void ks_test_register_stream_joins(void)
