@@ -276,7 +276,11 @@ static ks_verdict expire(sjoin *j, ks_ctx *ctx, const unsigned char *bk, size_t 
         ks_record tmpl = {.key = key, .key_len = key_len, .partition = -1, .offset = -1};
         ks_verdict ve = emit(j, ctx, &tmpl, side, &mine, NULL, times[0]);
         free(copy);
-        if (ve != KS_OK)
+        /* the joiner refused a value buffered long ago (logged): failing
+         * the record that moved stream time would fail every later one */
+        if (ve == KS_SKIP)
+            host->metric_add(ctx, "unjoinable", 1);
+        else if (ve != KS_OK)
             return ve;
     }
     rc = host->store_delete(j->store, (ks_bytes){bk, blen});

@@ -147,11 +147,18 @@ ks_verdict ks_joiner_emit(ks_joiner *j, ks_ctx *ctx, const ks_record *tmpl,
         out.value = b.len ? b.data : NULL; /* left empty: a tombstone */
         out.value_len = b.len;
     } else if (json_join(j, ctx, left, right, &out.value, &out.value_len) != 0) {
-        host->log(ctx, KS_LOG_WARN,
-                  "join: node '%s': the %s joiner needs JSON %s on both sides; record "
-                  "at offset %lld is poison",
-                  host->node_name(ctx), j->kind == KS_JOIN_PAIR ? "pair" : "merge",
-                  j->kind == KS_JOIN_PAIR ? "values" : "objects", (long long)tmpl->offset);
+        const char *kind = j->kind == KS_JOIN_PAIR ? "pair" : "merge";
+        const char *what = j->kind == KS_JOIN_PAIR ? "values" : "objects";
+        if (tmpl->offset >= 0)
+            host->log(ctx, KS_LOG_WARN,
+                      "join: node '%s': the %s joiner needs JSON %s on both sides; record "
+                      "at offset %lld is poison",
+                      host->node_name(ctx), kind, what, (long long)tmpl->offset);
+        else /* not the input record: a buffered one (join_streams.c) */
+            host->log(ctx, KS_LOG_WARN,
+                      "join: node '%s': the %s joiner needs JSON %s on both sides; the "
+                      "result of a buffered record is dropped",
+                      host->node_name(ctx), kind, what);
         return KS_SKIP;
     }
     return host->forward(ctx, &out) == 0 ? KS_OK : KS_RETRY;

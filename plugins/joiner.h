@@ -35,8 +35,9 @@ ks_verdict ks_joiner_init(ks_joiner *j, const ks_host_api *host, ks_ctx *ctx);
 /* Forward `tmpl` (borrowed; its key and headers are kept) at `ts` with the
  * joined value of `left` and `right` (either NULL: that side has none; the
  * function joiner gets an empty left then). KS_OK, KS_SKIP when the
- * built-in joiner cannot join the values (logged: the input is poison) or
- * the function said so, KS_RETRY when forward() failed. */
+ * built-in joiner cannot join the values (logged: the input record is
+ * poison, or, for a tmpl with offset -1, a buffered record's result is
+ * dropped) or the function said so, KS_RETRY when forward() failed. */
 ks_verdict ks_joiner_emit(ks_joiner *j, ks_ctx *ctx, const ks_record *tmpl,
                           const ks_bytes *left, const ks_bytes *right, int64_t ts);
 
