@@ -13,7 +13,8 @@
  * left and outer joins then give their unmatched records. Read back with
  * read_committed, each join's output must equal the reference computed
  * from the inputs as a multiset of (key, value, timestamp): nothing
- * missing, nothing twice, nothing else.
+ * missing, nothing twice, nothing else. Last, payments with 3 partitions
+ * against 4 for the orders are refused at the start.
  */
 #include <CUnit/CUnit.h>
 #include <librdkafka/rdkafka.h>
@@ -341,12 +342,36 @@ static void test_crash_point(void)
         refs_free(&want[j]);
 }
 
+/* Payments with 3 partitions against 4 for the orders: the start stops
+ * with both counts (the sources' co-partitioning check). */
+static void test_not_copartitioned(void)
+{
+    char good[128], path[512], log2[600];
+    snprintf(good, sizeof good, "%s", payments);
+    it_unique(payments, sizeof payments, "payments3");
+    CU_ASSERT_FATAL(it_create_topic(payments, 3) == 0);
+    snprintf(path, sizeof path, "%s", yaml);
+    snprintf(yaml, sizeof yaml, "%s/bad.yaml", dir);
+    snprintf(log2, sizeof log2, "%s/bad.log", dir);
+    write_pipeline();
+    pid_t a = it_engine_start(yaml, "bad", log2);
+    int st = it_engine_wait(a, 60000);
+    if (st < 0)
+        it_engine_kill(a);
+    CU_ASSERT_NOT_EQUAL(st, 0);
+    CU_ASSERT(it_log_count(log2, "source topics are not co-partitioned: ") == 1);
+    CU_ASSERT(it_log_count(log2, "has 3 partitions, others 4") == 1);
+    snprintf(payments, sizeof payments, "%s", good);
+    snprintf(yaml, sizeof yaml, "%s", path);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
         {"inner and left joins, kill -9 mid-stream twice: every pair once", test_kill9},
         {"SIGKILL after the Kafka commit, kill -9 at the expiry: all three equal the model",
          test_crash_point},
+        {"payments with another partition count are refused", test_not_copartitioned},
         {NULL, NULL}};
     return it_main("stream_joins", cases);
 }
