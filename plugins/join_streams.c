@@ -374,10 +374,11 @@ static ks_verdict streams_process(ks_ctx *ctx, void *state, const ks_record *rec
                   host->node_name(ctx));
         return KS_FATAL;
     }
+    if (rc != 0)
+        return ks_keyed_store_failed(&j->keyed, ctx, "get", rc);
     int64_t old_st = st;
     st = rec->timestamp > st ? rec->timestamp : st;
-    if (rc == 0)
-        rc = save_meta(j, st, ++seq);
+    rc = save_meta(j, st, ++seq);
     if (rc != 0)
         return ks_keyed_store_failed(&j->keyed, ctx, "put", rc);
     if (too_late(j, ctx, rec, side, st))
