@@ -19,6 +19,9 @@
  *    stream value lacks (both must be JSON objects, else the record is
  *    poison: KS_SKIP).
  *
+ * join.streams, the windowed stream-stream join, is in join_streams.c;
+ * the joiners all three share in joiner.c.
+ *
  * join.tables reads the updates of two tables (`from: [a, b]`, config
  * `left: a`, `right: b`; the engine gives the node both tables' stores):
  * after each change of either, the join of both tables' current values for
@@ -36,22 +39,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "join_streams.h"
+#include "joiner.h"
 #include "keyed.h"
 
 static const ks_host_api *host;
 
 #define TABLE_TS_LEN 8 /* the timestamp before a table store's value */
 
-typedef enum joiner_kind { JOIN_PAIR, JOIN_MERGE, JOIN_FUNCTION } joiner_kind;
-
 typedef struct join_state {
     ks_store *table;     /* the table; a table-table join's left one */
     ks_store *right;     /* a table-table join's right table */
     int left;            /* 1: left join, 0: inner */
     int outer;           /* 1: outer (table-table joins only) */
-    joiner_kind joiner;
-    ks_joiner_fn fn;     /* JOIN_FUNCTION */
-    ks_buf *out;         /* JOIN_FUNCTION's output */
+    ks_joiner joiner;
     ks_keyed keyed;
 } join_state;
 
@@ -62,41 +63,6 @@ static const ks_config_field fields[] = {
      "built-in JSON joiner: pair ({\"left\":..,\"right\":..}) or merge (object members); "
      "ignored when functions: { joiner: ... } names one"},
 };
-
-/* The index of config `key`'s value among `choices` (NULL-terminated; 0
- * when unset), or -1 (logged) when it is none of them. */
-static int config_choice(ks_ctx *ctx, const char *key, const char *const *choices)
-{
-    const char *v = NULL;
-    if (host->config_string(ctx, key, &v) != 0 || !v)
-        return 0;
-    for (int i = 0; choices[i]; i++)
-        if (strcmp(v, choices[i]) == 0)
-            return i;
-    host->log(ctx, KS_LOG_ERROR, "join: node '%s': %s '%s' is not one of %s, %s%s%s",
-              host->node_name(ctx), key, v, choices[0], choices[1], choices[2] ? ", " : "",
-              choices[2] ? choices[2] : "");
-    return -1;
-}
-
-/* The joiner: `functions: { joiner: ... }`, else `joiner:`. */
-static ks_verdict joiner_init(ks_ctx *ctx, join_state *s)
-{
-    static const char *const joiners[] = {"pair", "merge", NULL};
-    int merge = config_choice(ctx, "joiner", joiners);
-    if (merge < 0)
-        return KS_FATAL;
-    s->joiner = merge ? JOIN_MERGE : JOIN_PAIR;
-    void (*fn)(void) = NULL;
-    int rc = host->function(ctx, "joiner", KS_FN_JOINER, &fn);
-    if (rc == KS_ERR_NOT_FOUND)
-        return KS_OK;
-    if (rc != 0)
-        return KS_FATAL; /* logged by the host: not a joiner */
-    s->fn = (ks_joiner_fn)fn;
-    s->joiner = JOIN_FUNCTION;
-    return (s->out = host->buf_new()) ? KS_OK : KS_FATAL;
-}
 
 static ks_verdict join_init(ks_ctx *ctx, void **state)
 {
@@ -111,11 +77,11 @@ static ks_verdict join_init(ks_ctx *ctx, void **state)
         return KS_FATAL;
     }
     static const char *const kinds[] = {"inner", "left", NULL};
-    int left = config_choice(ctx, "kind", kinds);
+    int left = ks_join_config_choice(host, ctx, "kind", kinds);
     if (left < 0)
         return KS_FATAL;
     s->left = left;
-    return joiner_init(ctx, s);
+    return ks_joiner_init(&s->joiner, host, ctx);
 }
 
 static void join_close(ks_ctx *ctx, void *state)
@@ -123,114 +89,8 @@ static void join_close(ks_ctx *ctx, void *state)
     (void)ctx;
     join_state *s = state;
     if (s)
-        host->buf_free(s->out);
+        ks_joiner_free(&s->joiner);
     free(s);
-}
-
-/* The decoded name of member key `k` into buf (NUL-terminated); NULL when
- * it does not fit or is not a string. */
-static const char *member_name(const ks_json_span *k, char *buf, size_t cap)
-{
-    size_t len;
-    if (host->json_string(k, buf, cap - 1, &len) != 0 || len >= cap - 1)
-        return NULL;
-    buf[len] = '\0';
-    return buf;
-}
-
-static int has_member(const ks_json_span *obj, const char *name)
-{
-    ks_json_iter it;
-    ks_json_span k, v;
-    char buf[512];
-    if (host->json_iter_init(&it, obj) != KS_JSON_FOUND)
-        return 0;
-    while (host->json_iter_next(&it, &k, &v) == 1) {
-        const char *n = member_name(&k, buf, sizeof buf);
-        if (n && strcmp(n, name) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-/* Add every member of object `obj` to w, or those `skip` (an object, may
- * be NULL) lacks. 0, or -1 when a text is not a JSON object. */
-static int put_members(ks_json_writer *w, const ks_json_span *obj, const ks_json_span *skip)
-{
-    ks_json_iter it;
-    ks_json_span k, v;
-    char buf[512];
-    if (obj->type != KS_JSON_OBJECT || host->json_iter_init(&it, obj) != KS_JSON_FOUND)
-        return -1;
-    int r;
-    while ((r = host->json_iter_next(&it, &k, &v)) == 1) {
-        const char *n = member_name(&k, buf, sizeof buf);
-        if (!n)
-            return -1; /* a name over 510 bytes: not worth a second path */
-        if (skip && has_member(skip, n))
-            continue;
-        if (host->json_put_raw(w, n, &v) != 0)
-            return -1;
-    }
-    return r == 0 ? 0 : -1;
-}
-
-/* The whole text as a span (its type read from the text). */
-static int whole(const void *data, size_t len, ks_json_span *out)
-{
-    return host->json_find(data, len, "", out) == KS_JSON_FOUND ? 0 : -1;
-}
-
-/* The built-in joiners: the joined JSON of `left` and `right` (either
- * NULL: none) into *json (owned by the host until the next json_writer
- * call). 0, or -1 when the values are not what the joiner needs. */
-static int json_join(ks_ctx *ctx, const join_state *s, const ks_bytes *left,
-                     const ks_bytes *right, const void **json, size_t *len)
-{
-    ks_json_writer *w = host->json_writer(ctx);
-    ks_json_span l, r;
-    if (!w || (left && whole(left->data, left->len, &l) != 0) ||
-        (right && whole(right->data, right->len, &r) != 0))
-        return -1;
-    int rc;
-    if (s->joiner == JOIN_PAIR) {
-        rc = left ? host->json_put_raw(w, "left", &l) : host->json_put_null(w, "left");
-        if (rc == 0)
-            rc = right ? host->json_put_raw(w, "right", &r) : host->json_put_null(w, "right");
-    } else {
-        rc = left ? put_members(w, &l, NULL) : 0;
-        if (rc == 0 && right)
-            rc = put_members(w, &r, left ? &l : NULL);
-    }
-    return rc == 0 && host->json_finish(w, json, len) == 0 ? 0 : -1;
-}
-
-/* Forward, under rec's key at `ts`, the joined value of `left` and
- * `right` (either NULL: none). */
-static ks_verdict emit(ks_ctx *ctx, join_state *s, const ks_record *rec, const ks_bytes *left,
-                       const ks_bytes *right, int64_t ts)
-{
-    ks_record out = *rec;
-    out.timestamp = ts;
-    if (s->joiner == JOIN_FUNCTION) {
-        host->buf_set(s->out, NULL, 0);
-        ks_bytes key = {rec->key, rec->key_len};
-        ks_bytes l = left ? *left : (ks_bytes){NULL, 0};
-        ks_verdict v = s->fn(host, key, l, right, s->out);
-        if (v != KS_OK)
-            return v;
-        ks_bytes b = host->buf_get(s->out);
-        out.value = b.len ? b.data : NULL; /* left empty: a tombstone */
-        out.value_len = b.len;
-    } else if (json_join(ctx, s, left, right, &out.value, &out.value_len) != 0) {
-        host->log(ctx, KS_LOG_WARN,
-                  "join: node '%s': the %s joiner needs JSON %s on both sides; record "
-                  "at offset %lld is poison",
-                  host->node_name(ctx), s->joiner == JOIN_PAIR ? "pair" : "merge",
-                  s->joiner == JOIN_PAIR ? "values" : "objects", (long long)rec->offset);
-        return KS_SKIP;
-    }
-    return host->forward(ctx, &out) == 0 ? KS_OK : KS_RETRY;
 }
 
 /* Look key up in table store st: 0 with *value (borrowed) and the table
@@ -274,7 +134,7 @@ static ks_verdict join_process(ks_ctx *ctx, void *state, const ks_record *rec)
         host->metric_add(ctx, "unmatched", 1);
         return KS_OK;
     }
-    return emit(ctx, s, rec, &left, rc == 0 ? &right : NULL, ts);
+    return ks_joiner_emit(&s->joiner, ctx, rec, &left, rc == 0 ? &right : NULL, ts);
 }
 
 static const ks_processor_type join_type = {
@@ -323,13 +183,13 @@ static ks_verdict tables_init(ks_ctx *ctx, void **state)
     *state = s;
     ks_keyed_init(&s->keyed, host, "join");
     static const char *const kinds[] = {"inner", "left", "outer", NULL};
-    int kind = config_choice(ctx, "kind", kinds);
+    int kind = ks_join_config_choice(host, ctx, "kind", kinds);
     if (kind < 0 || side_store(ctx, "left", &s->table) != KS_OK ||
         side_store(ctx, "right", &s->right) != KS_OK)
         return KS_FATAL;
     s->left = kind == 1;
     s->outer = kind == 2;
-    return joiner_init(ctx, s);
+    return ks_joiner_init(&s->joiner, host, ctx);
 }
 
 /* A change of either table (already applied to its store): the join of
@@ -356,7 +216,7 @@ static ks_verdict tables_process(ks_ctx *ctx, void *state, const ks_record *rec)
         out.timestamp = ts;
         return host->forward(ctx, &out) == 0 ? KS_OK : KS_RETRY;
     }
-    return emit(ctx, s, rec, has_l ? &l : NULL, has_r ? &r : NULL, ts);
+    return ks_joiner_emit(&s->joiner, ctx, rec, has_l ? &l : NULL, has_r ? &r : NULL, ts);
 }
 
 static const ks_processor_type tables_type = {
@@ -372,19 +232,21 @@ static const ks_processor_type tables_type = {
     .close = join_close,
 };
 
-static const ks_processor_type *const types[] = {&join_type, &tables_type};
+static const ks_processor_type *const types[] = {&join_type, &tables_type,
+                                                 &ks_join_streams_type};
 
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "join",
-    .version = "1.1",
+    .version = "1.2",
     .build_id = KS_BUILD_ID,
     .processors = types,
-    .processor_count = 2,
+    .processor_count = 3,
 };
 
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)
 {
     host = api;
+    ks_join_streams_set_host(api);
     return &descriptor;
 }

@@ -92,6 +92,44 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
     return 0;
 }
 
+static const ks_cfg_scalar *config_item(const ks_cfg_node *n, const char *key)
+{
+    for (size_t i = 0; i < n->config.count; i++)
+        if (n->config.items[i].key && strcmp(n->config.items[i].key, key) == 0)
+            return &n->config.items[i];
+    return NULL;
+}
+
+/* The shipped stream-stream join reads exactly two inputs and tells them
+ * apart by name: `left:` and `right:` must be those two, one each (the
+ * plugin would only find out at the first record). */
+static int check_stream_join(pctx *c, const ks_cfg_node *n)
+{
+    if (!n->plugin || strcmp(n->plugin, "join") != 0 || !n->processor ||
+        strcmp(n->processor, "streams") != 0)
+        return 0;
+    if (n->from_count != 2)
+        return FAIL_MARK(c, n->from_marks[0],
+                         "node '%s': a stream-stream join reads two streams; `from:` lists "
+                         "%zu",
+                         n->name, n->from_count);
+    const ks_cfg_scalar *side[2] = {config_item(n, "left"), config_item(n, "right")};
+    for (int s = 0; s < 2; s++) {
+        if (!side[s] || side[s]->nested)
+            continue; /* missing or not text: the type's schema says so */
+        if (strcmp(side[s]->value, n->from[0]) != 0 && strcmp(side[s]->value, n->from[1]) != 0)
+            return FAIL_MARK(c, side[s]->mark,
+                             "node '%s': %s '%s' is not one of its inputs (from: %s, %s)",
+                             n->name, s ? "right" : "left", side[s]->value, n->from[0],
+                             n->from[1]);
+    }
+    if (side[0] && side[1] && strcmp(side[0]->value, side[1]->value) == 0)
+        return FAIL_MARK(c, side[1]->mark,
+                         "node '%s': left and right are both '%s'; name each input once",
+                         n->name, side[1]->value);
+    return 0;
+}
+
 /* Insert store `name` at `at` in n's stores: 1, or 0 when it is there
  * already, -1 when out of memory. */
 static int add_store_at(pctx *c, ks_cfg_node *n, size_t at, const char *name, ks_mark mark)
@@ -164,7 +202,7 @@ int ks_cfg_check_refs(pctx *c)
                     return FAIL_MARK(c, n->store_marks[k],
                                      "node '%s': store '%s' is listed twice",
                                      n->name, n->stores[k]);
-        if (check_table_refs(c, n) != 0)
+        if (check_table_refs(c, n) != 0 || check_stream_join(c, n) != 0)
             return -1;
     }
     for (size_t i = 0; i < p->sink_count; i++) {

@@ -146,7 +146,7 @@ static int api_forward(ks_ctx *ctx, const ks_record *rec)
     const ks_topo_node *n = ctx->node;
     int rc = 0;
     for (size_t c = 0; c < n->child_count && rc == 0; c++)
-        rc = ks_task_dispatch(ctx->task, &ctx->task->topo->nodes[n->children[c]], rec);
+        rc = ks_task_dispatch(ctx->task, n, &ctx->task->topo->nodes[n->children[c]], rec);
     return rc;
 }
 
@@ -162,7 +162,7 @@ static int api_forward_to(ks_ctx *ctx, const char *child, const ks_record *rec)
         /* a repartition sink stands in for the node it feeds (repartition.h) */
         if (strcmp(cn->name, child) == 0 ||
             (cn->kind == KS_NODE_SINK && cn->sink->feeds && strcmp(cn->sink->feeds, child) == 0))
-            return ks_task_dispatch(ctx->task, cn, rec);
+            return ks_task_dispatch(ctx->task, n, cn, rec);
     }
     return KS_ERR_NOT_FOUND;
 }
@@ -339,6 +339,11 @@ static const char *api_application_id(ks_ctx *ctx)
     return ctx_ok(ctx) ? ctx->task->topo->pipeline->application : NULL;
 }
 
+static const char *api_input_name(ks_ctx *ctx)
+{
+    return ctx_ok(ctx) && ctx->phase == KS_PHASE_PROCESS ? ctx->input : NULL;
+}
+
 /* ---- outbox (1.2) --------------------------------------------------------- */
 
 static int user_ok(ks_bytes user)
@@ -421,6 +426,7 @@ static ks_host_api host_api = {
     .metric_add = api_metric_add,
     .application_id = api_application_id,
     .outbox_enqueue = api_outbox_enqueue,
+    .input_name = api_input_name,
 };
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;

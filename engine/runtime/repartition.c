@@ -171,6 +171,14 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
     return 0;
 }
 
+/* The shipped join.streams tells its inputs apart by name (input_name),
+ * which one shared repartition topic would erase. */
+static int is_stream_join(const ks_cfg_node *n)
+{
+    return n->plugin && strcmp(n->plugin, "join") == 0 && n->processor &&
+           strcmp(n->processor, "streams") == 0;
+}
+
 int ks_repartition_plan(ks_topology *t, char *err, size_t errlen)
 {
     size_t n = t->node_count;
@@ -195,6 +203,16 @@ int ks_repartition_plan(ks_topology *t, char *err, size_t errlen)
         if (!need && is_stateful(x)) {
             memset(seen, 0, n);
             need = changed_upstream(t, x->index, cut, seen);
+        }
+        if (need && is_stream_join(x->cfg)) {
+            rc = ks_mark_fail(err, errlen, &x->cfg->mark,
+                              "node '%s': a stream-stream join cannot read through a "
+                              "repartition topic yet (a node upstream changes keys, or "
+                              "`repartition:` is set): its two streams would share one topic "
+                              "and could no longer be told apart; re-key each stream into a "
+                              "topic of its own first",
+                              x->cfg->name);
+            goto out;
         }
         if (need) {
             cut[x->index] = 1;

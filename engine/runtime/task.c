@@ -226,7 +226,8 @@ void ks_task_destroy(ks_task *task)
 
 static ks_verdict worst(ks_verdict a, ks_verdict b) { return a > b ? a : b; }
 
-int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *rec)
+int ks_task_dispatch(ks_task *task, const ks_topo_node *from, const ks_topo_node *child,
+                     const ks_record *rec)
 {
     /* children see the source record's metadata, as in Kafka Streams */
     ks_record r = *rec;
@@ -252,12 +253,15 @@ int ks_task_dispatch(ks_task *task, const ks_topo_node *child, const ks_record *
     }
     struct ks_ctx *ctx = task->live[child->index];
     ks_phase saved = ctx->phase;
+    const char *saved_input = ctx->input;
     ctx->phase = KS_PHASE_PROCESS;
+    ctx->input = from->name;
     ks_crash_scope cs;
     enter(&cs, ctx, "process");
     ks_verdict v = ctx->build.ptype->process(ctx, ctx->state, &r);
     ks_crash_leave(&cs);
     ctx->phase = saved;
+    ctx->input = saved_input;
     if (v != KS_OK) {
         task->verdict = worst(task->verdict, v);
         return KS_ERR_STATE;
@@ -281,7 +285,7 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
     if (source->source && source->source->table && task->verdict == KS_OK)
         task->verdict = ks_table_apply(task, source, rec);
     for (size_t c = 0; c < source->child_count && task->verdict == KS_OK; c++)
-        ks_task_dispatch(task, &task->topo->nodes[source->children[c]], rec);
+        ks_task_dispatch(task, source, &task->topo->nodes[source->children[c]], rec);
     /* stream-time punctuations due after this record */
     for (size_t i = 0; i < task->topo->node_count && task->verdict == KS_OK; i++) {
         struct ks_ctx *ctx = task->live[i];

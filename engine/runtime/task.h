@@ -91,6 +91,7 @@ struct ks_ctx {
     int migrating;         /* inside migrate(): the mid-migrate crash point */
     uint32_t migrate_from;
     struct ks_json_writer *json; /* json_writer's buffer, made on first use */
+    const char *input; /* name of the node whose record process() runs on */
 };
 
 struct ks_task {
@@ -154,9 +155,11 @@ void ks_task_destroy(ks_task *task);
 ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source,
                            const ks_record *rec);
 
-/* Deliver rec to one child node (processor or sink); the child's verdict
- * is folded into task->verdict. Returns 0 or a negative ks_err. */
-int ks_task_dispatch(ks_task *task, const ks_topo_node *child,
+/* Deliver rec from node `from` (a source or processor of the task's
+ * topology, borrowed) to one of its children (processor or sink); the
+ * child's verdict is folded into task->verdict. Returns 0 or a negative
+ * ks_err. */
+int ks_task_dispatch(ks_task *task, const ks_topo_node *from, const ks_topo_node *child,
                      const ks_record *rec);
 
 /* Fire due wall-clock punctuations at `now_ms`. */

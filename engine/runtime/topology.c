@@ -209,10 +209,13 @@ static int validate_window(const ks_cfg_node *n, const ks_processor_type *pt,
 {
     if (n->window.count == 0)
         return 0;
-    if (!find_field(pt, WINDOW_PREFIX, "kind"))
+    int windowed = 0; /* a type with a `window:` declares window.* fields */
+    for (size_t j = 0; j < pt->config_count; j++)
+        windowed |= is_window_field(&pt->config[j]);
+    if (!windowed)
         return ks_mark_fail(err, errlen, &n->window.items[0].key_mark,
                             "type '%s' does not support windows (node '%s')", n->type,
-                            n->name);
+                           n->name);
     for (size_t i = 0; i < n->window.count; i++) {
         const ks_cfg_scalar *s = &n->window.items[i];
         const ks_config_field *f = find_field(pt, WINDOW_PREFIX, s->key);

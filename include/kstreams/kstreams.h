@@ -40,6 +40,9 @@
  *       object in a host buffer); the types ks_json_span and ks_json_iter.
  *  1.4  KS_FN_JOINER, ks_joiner_fn: the joiner of the shipped `join`
  *       (docs/tables-and-joins.md); plugins of 1.0-1.3 load as before.
+ *  1.5  ks_host_api.input_name: which of a node's inputs (`from:`) the
+ *       record in process() came from (the stream-stream join tells its
+ *       two sides apart by it); plugins of 1.0-1.4 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -52,7 +55,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 4
+#define KS_ABI_MINOR 5
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -569,6 +572,17 @@ struct ks_host_api {
      * close. Pass them to forward() or put() as they are (both copy). 0, or
      * KS_ERR_INVALID when the writer is already finished. */
     int (*json_finish)(ks_json_writer *w, const void **json, size_t *len);
+
+    /* --- 1.5 ----------------------------------------------------------- */
+
+    /* The name of the input (a `from:` entry of the node's YAML: a source,
+     * a table or a node) whose record process() is handling now; for a
+     * node behind a repartition topic, the name of that topic's internal
+     * source (`<node>-repartition-source`), which carries all its inputs.
+     * Borrowed for the ctx's lifetime. NULL outside process() or for a bad
+     * ctx (nothing to free, no error code). Check KS_API_HAS(api,
+     * input_name) before use. */
+    const char *(*input_name)(ks_ctx *ctx);
 };
 
 /* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */

@@ -237,6 +237,7 @@ int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msg
             x->value_len = m->len;
             x->partition = m->partition;
             x->offset = m->offset;
+            x->timestamp = rd_kafka_message_timestamp(m, NULL);
             x->headers = NULL;
             rd_kafka_headers_t *hdrs;
             if (rd_kafka_message_headers(m, &hdrs) == 0) {

@@ -18,6 +18,7 @@ typedef struct it_msg {
     size_t value_len;
     int32_t partition;
     int64_t offset;
+    int64_t timestamp; /* the record's timestamp (ms), -1 when none */
     char *headers; /* "name=value\n" per header, or NULL */
 } it_msg;
 
