@@ -2,8 +2,10 @@
  * reload.c - hot deploy (see reload.h for the protocol).
  *
  * Owns: the reload thread, the watch on the plugin files (plugin_watch.c),
- * the pid file, the status document, and the generation in progress (new
- * build, its per-node bindings, the old build until it is unloaded).
+ * the pid file, and the generation in progress (new build, its per-node
+ * bindings, the old build until it is unloaded). The status document is
+ * written by reload_status.c, automatic rollback is reload_rollback.c;
+ * the types they share are in reload_internal.h.
  *
  * Invariants:
  *  - At most one generation exists; the next starts only when the last one
@@ -20,6 +22,7 @@
  * own per-worker slot under `lock`.
  */
 #include "runtime/reload.h"
+#include "runtime/reload_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,63 +42,7 @@
 #include "base/clock.h"
 #include "state/layout.h"
 
-#define WHERE "reload"
 #define PREPARE_TIMEOUT_MS 60000
-
-enum gen_state { GEN_PREPARING, GEN_COMMITTED, GEN_FAILED };
-
-/* per worker progress in a generation */
-enum { W_IDLE = 0, W_BUSY, W_READY, W_FAILED, W_DISCARDED, W_SWAPPED };
-
-typedef struct gen {
-    enum gen_state state;
-    size_t slot;           /* index in topo->plugins */
-    ks_plugin *old_pl, *new_pl;
-    ks_node_build *builds; /* per node; ptype NULL: node not affected */
-    ks_topo_fn **new_fns;  /* per node; owned until commit */
-    ks_topo_fn **old_fns;  /* per node; owned after commit */
-    int *worker;           /* W_* per worker */
-    int64_t started_ms;
-    char error[1024];
-} gen;
-
-typedef struct watched {
-    char *path;    /* as in the topology; owned (builds come and go) */
-    int requested;
-    char last_error[1024]; /* of the last refused build; "" after a swap */
-    /* `kstreams reload`: a SIGHUP's request of this file not started yet,
-     * or started and not finished */
-    int hup_pending, hup_inflight;
-    /* automatic rollback: the build kept as the last good one, and the
-     * commit count when the running build became the running one */
-    char kept_build[256];
-    long commits_at_load;
-} watched;
-
-struct ks_reload {
-    ks_engine *eng;
-    ks_topology *topo;
-    const ks_host_api *api;
-    char copy_dir[4096];
-    char pid_path[4096];
-    int workers;
-    ks_status *status;
-    ks_plugin_watch *watch;
-    int *changed;   /* per file: ks_plugin_watch_poll's answer */
-    watched *files; /* one per topo->plugins entry */
-    size_t file_count;
-    sig_atomic_t seen_hup;
-    pthread_t thread;
-    int running;
-    volatile int stop;
-    pthread_mutex_t lock;
-    gen *g;
-    long attempts, swapped, refused;
-    long hup_seq;      /* SIGHUPs seen (coalesced ones count once) */
-    json_t *hup_results; /* file -> outcome of the current SIGHUP's reloads */
-    long commits;      /* batches with records committed; atomic */
-    char good_dir[4096];
-};
 
 static int64_t mono_us(void)
 {
@@ -104,115 +51,9 @@ static int64_t mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static json_t *iso_time(time_t t)
-{
-    char buf[64];
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return json_string(buf);
-}
-
-/* ---- status ------------------------------------------------------------- */
-
-static watched *file_of(ks_reload *rl, const ks_plugin *pl)
-{
-    for (size_t i = 0; i < rl->file_count; i++)
-        if (rl->topo->plugins[i] == pl)
-            return &rl->files[i];
-    return NULL;
-}
-
-/* "processors": per node, the build it runs and its plugin's last error. */
-static void status_processors(ks_reload *rl)
-{
-    for (size_t i = 0; i < rl->topo->node_count; i++) {
-        const ks_topo_node *n = &rl->topo->nodes[i];
-        if (n->kind != KS_NODE_PROCESSOR)
-            continue;
-        const ks_plugin *pl = n->plugin;
-        const watched *w = file_of(rl, pl);
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:I}", "type", n->cfg->type,
-                              "plugin", pl->desc->name, "version", pl->desc->version,
-                              "build_id", pl->desc->build_id, "path", pl->path, "copy",
-                              pl->copy_path, "loaded_at", iso_time(pl->loaded_at),
-                              "state_version", (json_int_t)n->ptype->state_version);
-        if (o)
-            json_object_set_new(o, "last_reload_error",
-                                w && w->last_error[0] ? json_string(w->last_error)
-                                                      : json_null());
-        ks_status_set(rl->status, "processors", n->name, o);
-    }
-}
-
-/* Is any file's SIGHUP request still to be answered? */
-static int hup_open(const ks_reload *rl)
-{
-    for (size_t i = 0; i < rl->file_count; i++)
-        if (rl->files[i].hup_pending || rl->files[i].hup_inflight)
-            return 1;
-    return 0;
-}
-
-/* "reload": {"hup": {"seq", "done", "results": {FILE: {result, build_id,
- * error}}}}: what the last SIGHUP did to each file, which `kstreams
- * reload` reports (reload_client.c). */
-static void status_hup(ks_reload *rl)
-{
-    if (!rl->hup_seq)
-        return;
-    json_t *h = json_pack("{s:I, s:b, s:O}", "seq", (json_int_t)rl->hup_seq, "done",
-                          !hup_open(rl), "results", rl->hup_results);
-    ks_status_set(rl->status, "reload", "hup", h);
-}
-
-/* An outcome for file f while a SIGHUP waits for it. A swap or refusal
- * that finished after the signal is not hidden by a later "unchanged"
- * (the file watcher's queued reload of the same build, or the SIGHUP's
- * own reload of a build a watched-file reload just swapped in). */
-static void hup_note(ks_reload *rl, watched *f, const char *result, const char *build,
-                     const char *error)
-{
-    if (!f->hup_pending && !f->hup_inflight)
-        return;
-    f->hup_inflight = 0;
-    const json_t *had = json_object_get(rl->hup_results, f->path);
-    const char *was = json_string_value(json_object_get(had, "result"));
-    if (was && strcmp(result, "unchanged") == 0)
-        return;
-    json_t *o = json_pack("{s:s}", "result", result);
-    if (o && build)
-        json_object_set_new(o, "build_id", json_string(build));
-    if (o && error)
-        json_object_set_new(o, "error", json_string(error));
-    json_object_set_new(rl->hup_results, f->path, o);
-}
-
-static void status_reload(ks_reload *rl, const char *file, const char *result,
-                          const char *build, const char *error)
-{
-    ks_status_set(rl->status, "reload", "attempts", json_integer(rl->attempts));
-    ks_status_set(rl->status, "reload", "swapped", json_integer(rl->swapped));
-    ks_status_set(rl->status, "reload", "refused", json_integer(rl->refused));
-    ks_status_set(rl->status, "reload", "in_progress", json_boolean(rl->g != NULL));
-    status_hup(rl);
-    if (file) {
-        json_t *last = json_pack("{s:s, s:s, s:o}", "file", file, "result", result, "at",
-                                 iso_time(time(NULL)));
-        if (build)
-            json_object_set_new(last, "build_id", json_string(build));
-        if (error)
-            json_object_set_new(last, "error", json_string(error));
-        ks_status_set(rl->status, "reload", "last", last);
-    }
-    char err[512];
-    if (ks_status_write(rl->status, err, sizeof err) != 0)
-        ks_warn(WHERE, "%s", err);
-}
-
 /* ---- generations ------------------------------------------------------- */
 
-static void gen_free(ks_reload *rl, gen *g)
+void ks_reload_gen_free(ks_reload *rl, gen *g)
 {
     if (!g)
         return;
@@ -234,14 +75,14 @@ static void refuse(ks_reload *rl, watched *f, const char *why)
     snprintf(f->last_error, sizeof f->last_error, "%s", why);
     rl->refused++;
     ks_metrics_add(rl->eng->metrics, "kstreams_reload_failures_total", "", 1);
-    hup_note(rl, f, "refused", NULL, why);
-    status_processors(rl);
-    status_reload(rl, f->path, "refused", NULL, why);
+    ks_reload_hup_note(rl, f, "refused", NULL, why);
+    ks_reload_status_processors(rl);
+    ks_reload_status_write(rl, f->path, "refused", NULL, why);
 }
 
 /* Same name, processor types, functions, config and state versions (not
  * the versions for a rollback, whose stores are checked at task open). */
-static int validate_build(ks_reload *rl, gen *g, int rollback, char *err, size_t errlen)
+int ks_reload_validate_build(ks_reload *rl, gen *g, int rollback, char *err, size_t errlen)
 {
     const ks_plugin_descriptor *od = g->old_pl->desc, *nd = g->new_pl->desc;
     if (strcmp(od->name, nd->name) != 0) {
@@ -284,7 +125,7 @@ static int validate_build(ks_reload *rl, gen *g, int rollback, char *err, size_t
 }
 
 /* A new, empty generation; NULL when out of memory. */
-static gen *gen_new(ks_reload *rl)
+gen *ks_reload_gen_new(ks_reload *rl)
 {
     gen *g = calloc(1, sizeof *g);
     size_t nn = rl->topo->node_count + 1;
@@ -292,7 +133,7 @@ static gen *gen_new(ks_reload *rl)
         !(g->new_fns = calloc(nn, sizeof *g->new_fns)) ||
         !(g->old_fns = calloc(nn, sizeof *g->old_fns)) ||
         !(g->worker = calloc((size_t)rl->workers + 1, sizeof *g->worker))) {
-        gen_free(rl, g);
+        ks_reload_gen_free(rl, g);
         return NULL;
     }
     return g;
@@ -315,11 +156,11 @@ static int gen_start(ks_reload *rl, size_t slot)
         ks_info(WHERE, "%s: build %s is already running; nothing to do", f->path,
                 pl->desc->build_id);
         ks_plugin_close(pl);
-        hup_note(rl, f, "unchanged", old_pl->desc->build_id, NULL);
-        status_reload(rl, f->path, "unchanged", old_pl->desc->build_id, NULL);
+        ks_reload_hup_note(rl, f, "unchanged", old_pl->desc->build_id, NULL);
+        ks_reload_status_write(rl, f->path, "unchanged", old_pl->desc->build_id, NULL);
         return 0;
     }
-    gen *g = gen_new(rl);
+    gen *g = ks_reload_gen_new(rl);
     if (!g) {
         ks_plugin_close(pl);
         refuse(rl, f, "out of memory");
@@ -328,10 +169,10 @@ static int gen_start(ks_reload *rl, size_t slot)
     g->slot = slot;
     g->old_pl = old_pl;
     g->new_pl = pl;
-    if (validate_build(rl, g, 0, err, sizeof err) != 0) {
+    if (ks_reload_validate_build(rl, g, 0, err, sizeof err) != 0) {
         char why[2048];
         snprintf(why, sizeof why, "%s (build %s)", err, pl->desc->build_id);
-        gen_free(rl, g);
+        ks_reload_gen_free(rl, g);
         ks_plugin_close(pl);
         refuse(rl, f, why);
         return -1;
@@ -342,13 +183,13 @@ static int gen_start(ks_reload *rl, size_t slot)
     pthread_mutex_lock(&rl->lock);
     rl->g = g;
     pthread_mutex_unlock(&rl->lock);
-    status_reload(rl, NULL, NULL, NULL, NULL);
+    ks_reload_status_write(rl, NULL, NULL, NULL, NULL);
     return 0;
 }
 
 /* All workers prepared: publish the new bindings for tasks created from
  * now on (atomic stores; task.c loads them atomically). */
-static void bind_build(ks_reload *rl, gen *g)
+void ks_reload_bind_build(ks_reload *rl, gen *g)
 {
     for (size_t i = 0; i < rl->topo->node_count; i++) {
         ks_topo_node *n = &rl->topo->nodes[i];
@@ -365,7 +206,7 @@ static void bind_build(ks_reload *rl, gen *g)
 
 static void gen_commit(ks_reload *rl, gen *g)
 {
-    bind_build(rl, g);
+    ks_reload_bind_build(rl, g);
     pthread_mutex_lock(&rl->lock);
     g->state = GEN_COMMITTED;
     pthread_mutex_unlock(&rl->lock);
@@ -413,10 +254,10 @@ static void gen_finish(ks_reload *rl, gen *g)
     pthread_mutex_unlock(&rl->lock);
     /* commits counted from here on are the new build's (every worker swapped) */
     f->commits_at_load = __atomic_load_n(&rl->commits, __ATOMIC_ACQUIRE);
-    hup_note(rl, f, "swapped", build, NULL);
-    status_processors(rl);
-    status_reload(rl, f->path, "swapped", build, NULL);
-    gen_free(rl, g);
+    ks_reload_hup_note(rl, f, "swapped", build, NULL);
+    ks_reload_status_processors(rl);
+    ks_reload_status_write(rl, f->path, "swapped", build, NULL);
+    ks_reload_gen_free(rl, g);
 }
 
 /* Drive the generation one step. */
@@ -456,7 +297,7 @@ static void gen_step(ks_reload *rl)
         pthread_mutex_lock(&rl->lock);
         rl->g = NULL;
         pthread_mutex_unlock(&rl->lock);
-        gen_free(rl, g);
+        ks_reload_gen_free(rl, g);
         refuse(rl, f, why);
     }
 }
@@ -591,29 +432,7 @@ static void on_hup(ks_reload *rl)
         rl->files[i].hup_pending = 1;
         rl->files[i].hup_inflight = 0;
     }
-    status_reload(rl, NULL, NULL, NULL, NULL);
-}
-
-/* Keep a copy of each running build that committed a batch since it
- * became the running one: the build an automatic rollback goes back to. */
-static void keep_good_builds(ks_reload *rl)
-{
-    long commits = __atomic_load_n(&rl->commits, __ATOMIC_ACQUIRE);
-    for (size_t i = 0; i < rl->file_count; i++) {
-        watched *f = &rl->files[i];
-        const ks_plugin *pl = rl->topo->plugins[i];
-        if (commits <= f->commits_at_load || strcmp(f->kept_build, pl->desc->build_id) == 0)
-            continue;
-        char err[1024];
-        snprintf(f->kept_build, sizeof f->kept_build, "%s", pl->desc->build_id);
-        if (ks_rollback_keep(rl->good_dir, pl->desc->name, pl->desc->build_id, pl->copy_path,
-                             err, sizeof err) != 0)
-            ks_warn(WHERE, "plugin %s: build %s committed a batch but cannot be kept for a "
-                    "rollback: %s", pl->desc->name, pl->desc->build_id, err);
-        else
-            ks_info(WHERE, "plugin %s: build %s committed a batch: kept in %s as the build a "
-                    "rollback returns to", pl->desc->name, pl->desc->build_id, rl->good_dir);
-    }
+    ks_reload_status_write(rl, NULL, NULL, NULL, NULL);
 }
 
 static void *reload_main(void *arg)
@@ -645,7 +464,7 @@ static void *reload_main(void *arg)
             gen_start(rl, i);
         }
         if (!rl->g)
-            keep_good_builds(rl);
+            ks_reload_keep_good_builds(rl);
     }
     return NULL;
 }
@@ -672,78 +491,6 @@ static int write_pid(const char *path, char *err, size_t errlen)
         return -1;
     }
     return 0;
-}
-
-/* "rollback": {PLUGIN: {...}} in status.json, and the one log line. */
-static void report_rollback(ks_reload *rl, const ks_plugin *bad, const ks_plugin *good,
-                            int crashes)
-{
-    const ks_pipeline *p = rl->topo->pipeline;
-    ks_warn(WHERE, "plugin %s: build %s crashed %d times within %lld s (rollback.crashes: %d): "
-            "rolled back to build %s, the last one that committed a batch (%s); %s still "
-            "holds build %s", bad->desc->name, bad->desc->build_id, crashes,
-            (long long)(p->rollback_within_ms / 1000), p->rollback_crashes, good->desc->build_id,
-            good->path, bad->path, bad->desc->build_id);
-    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "crashing_build",
-                          bad->desc->build_id, "crashes", crashes, "rolled_back_to",
-                          good->desc->build_id, "from", good->path, "file", bad->path, "at",
-                          iso_time(time(NULL)));
-    ks_status_set(rl->status, "rollback", bad->desc->name, o);
-}
-
-/* The build in topo->plugins[slot] crashed too often: run the kept good
- * build instead. No worker runs yet, so no instance exists to swap. */
-static void roll_back(ks_reload *rl, size_t slot, int crashes)
-{
-    ks_plugin *bad = rl->topo->plugins[slot], *good = NULL;
-    char path[4200], build[256], err[1536];
-    if (!ks_rollback_find(rl->good_dir, bad->desc->name, bad->desc->build_id, path,
-                          sizeof path, build, sizeof build)) {
-        ks_error(WHERE, "plugin %s: build %s crashed %d times, but no other build of it that "
-                 "committed a batch is kept in %s: running it again", bad->desc->name,
-                 bad->desc->build_id, crashes, rl->good_dir);
-        return;
-    }
-    gen *g = gen_new(rl);
-    if (!g || ks_plugin_open(path, rl->copy_dir, rl->api, &good, err, sizeof err) != 0) {
-        ks_error(WHERE, "plugin %s: cannot roll back to build %s: %s", bad->desc->name, build,
-                 g ? err : "out of memory");
-        gen_free(rl, g);
-        return;
-    }
-    g->slot = slot;
-    g->old_pl = bad;
-    g->new_pl = good;
-    if (validate_build(rl, g, 1, err, sizeof err) != 0) {
-        ks_error(WHERE, "plugin %s: cannot roll back to build %s (%s): %s", bad->desc->name,
-                 build, path, err);
-        ks_plugin_close(good);
-        gen_free(rl, g);
-        return;
-    }
-    bind_build(rl, g);
-    report_rollback(rl, bad, good, crashes);
-    ks_plugin_close(bad);
-    gen_free(rl, g);
-}
-
-/* At start: every plugin whose build crashed rollback.crashes times within
- * rollback.within is rolled back; older crashes are forgotten. */
-static void roll_back_crashing_builds(ks_reload *rl)
-{
-    const ks_pipeline *p = rl->topo->pipeline;
-    char history[4200], err[512];
-    ks_layout_crash_history_file(p->state_dir, p->application, history, sizeof history);
-    int64_t now = (int64_t)time(NULL);
-    if (ks_rollback_prune_history(history, now, p->rollback_within_ms, err, sizeof err) != 0)
-        ks_warn(WHERE, "%s", err);
-    for (size_t i = 0; p->rollback_crashes > 0 && i < rl->file_count; i++) {
-        const ks_plugin *pl = rl->topo->plugins[i];
-        int n = ks_rollback_count_crashes(history, pl->desc->name, pl->desc->build_id, now,
-                                          p->rollback_within_ms);
-        if (n >= p->rollback_crashes)
-            roll_back(rl, i, n);
-    }
 }
 
 int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir,
@@ -783,12 +530,12 @@ int ks_reload_start(ks_engine *eng, const ks_host_api *api, const char *copy_dir
         }
     if (watch_files(rl, err, errlen) != 0 || write_pid(rl->pid_path, err, errlen) != 0)
         goto fail;
-    roll_back_crashing_builds(rl);
+    ks_reload_roll_back_crashing_builds(rl);
     for (size_t i = 0; i < rl->file_count; i++)
         ks_rollback_kept_build(rl->good_dir, rl->topo->plugins[i]->desc->name,
                                rl->files[i].kept_build, sizeof rl->files[i].kept_build);
-    status_processors(rl);
-    status_reload(rl, NULL, NULL, NULL, NULL);
+    ks_reload_status_processors(rl);
+    ks_reload_status_write(rl, NULL, NULL, NULL, NULL);
     if (pthread_create(&rl->thread, NULL, reload_main, rl) != 0) {
         snprintf(err, errlen, "cannot start the reload thread: %s", strerror(errno));
         goto fail;
@@ -871,7 +618,7 @@ void ks_reload_free(ks_reload *rl)
             ks_plugin_close(g->old_pl);
         else
             ks_plugin_close(g->new_pl);
-        gen_free(rl, g);
+        ks_reload_gen_free(rl, g);
     }
     ks_plugin_watch_free(rl->watch);
     free(rl->changed);
