@@ -148,32 +148,6 @@ static int put_record(sjoin *j, ks_bytes k, unsigned char flags, ks_bytes value)
     return host->store_put(j->store, k, (ks_bytes){j->scratch, value.len + 1});
 }
 
-static int load_meta(sjoin *j, int64_t *st, int64_t *seq)
-{
-    ks_bytes v;
-    int rc = host->store_get(j->store, (ks_bytes){"\x10", 1}, &v);
-    if (rc == KS_ERR_NOT_FOUND) {
-        *st = INT64_MIN;
-        *seq = 0;
-        return 0;
-    }
-    if (rc != 0)
-        return rc;
-    if (v.len != 16)
-        return KS_ERR_INVALID;
-    *st = ks_win_time_get(v.data);
-    *seq = ks_int64_decode((const unsigned char *)v.data + 8);
-    return 0;
-}
-
-static int save_meta(sjoin *j, int64_t st, int64_t seq)
-{
-    unsigned char v[16];
-    ks_win_time_put(v, st);
-    ks_int64_encode(seq, v + 8);
-    return host->store_put(j->store, (ks_bytes){"\x10", 1}, (ks_bytes){v, sizeof v});
-}
-
 /* 1 when records of `side` give a result of their own if they never join. */
 static int keeps_unmatched(const sjoin *j, int side)
 {
@@ -367,7 +341,7 @@ static ks_verdict streams_process(ks_ctx *ctx, void *state, const ks_record *rec
         return KS_SKIP;
     }
     int64_t st, seq;
-    int rc = load_meta(j, &st, &seq);
+    int rc = ks_win_meta_load(host, j->store, &st, &seq);
     if (rc == KS_ERR_INVALID) {
         host->log(ctx, KS_LOG_ERROR, "join: the store of node '%s' holds no join buffer; "
                                      "is it shared with another node?",
@@ -378,7 +352,7 @@ static ks_verdict streams_process(ks_ctx *ctx, void *state, const ks_record *rec
         return ks_keyed_store_failed(&j->keyed, ctx, "get", rc);
     int64_t old_st = st;
     st = rec->timestamp > st ? rec->timestamp : st;
-    rc = save_meta(j, st, ++seq);
+    rc = ks_win_meta_save(host, j->store, st, ++seq);
     if (rc != 0)
         return ks_keyed_store_failed(&j->keyed, ctx, "put", rc);
     if (too_late(j, ctx, rec, side, st))

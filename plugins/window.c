@@ -195,32 +195,6 @@ static int index_write(ks_win *w, int64_t t, const unsigned char *target, size_t
     return w->api->store_put(w->store, key, (ks_bytes){"", 0});
 }
 
-static int load_meta(ks_win *w, int64_t *st, int64_t *seq)
-{
-    ks_bytes v;
-    int rc = w->api->store_get(w->store, (ks_bytes){"\x10", 1}, &v);
-    if (rc == KS_ERR_NOT_FOUND) {
-        *st = INT64_MIN;
-        *seq = 0;
-        return 0;
-    }
-    if (rc != 0)
-        return rc;
-    if (v.len != 16)
-        return KS_ERR_INVALID;
-    *st = ks_win_time_get(v.data);
-    *seq = ks_int64_decode((const unsigned char *)v.data + 8);
-    return 0;
-}
-
-static int save_meta(ks_win *w, int64_t st, int64_t seq)
-{
-    unsigned char v[16];
-    ks_win_time_put(v, st);
-    ks_int64_encode(seq, v + 8);
-    return w->api->store_put(w->store, (ks_bytes){"\x10", 1}, (ks_bytes){v, sizeof v});
-}
-
 /* Forward one window result (value NULL: a tombstone for a session that
  * a merge replaced). */
 static ks_verdict emit(ks_win *w, ks_bytes key, int64_t start, int64_t end,
@@ -678,7 +652,7 @@ ks_verdict ks_win_process(ks_win *w, const ks_record *rec)
         return KS_SKIP;
     }
     int64_t st, seq;
-    int rc = load_meta(w, &st, &seq);
+    int rc = ks_win_meta_load(w->api, w->store, &st, &seq);
     if (rc == KS_ERR_INVALID) {
         w->api->log(w->ctx, KS_LOG_ERROR,
                     "%s: the store of node '%s' holds no window state; is it shared "
@@ -692,7 +666,7 @@ ks_verdict ks_win_process(ks_win *w, const ks_record *rec)
     st = ts > st ? ts : st;
     seq++;
     if (st != old_st || w->spec.kind == KS_WIN_SLIDING) {
-        rc = save_meta(w, st, seq);
+        rc = ks_win_meta_save(w->api, w->store, st, seq);
         if (rc != 0)
             return store_failed(w, "put", rc);
     }

@@ -251,6 +251,12 @@ void ks_pipeline_free(ks_pipeline *p);
 const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name);
 const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name);
 const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name);
+/* The item `key` of a `config:` or `window:` mapping, or NULL. Borrowed. */
+const ks_cfg_scalar *ks_cfg_scalars_find(const ks_cfg_scalars *s, const char *key);
+
+/* 1 when node n is of type PLUGIN.PROCESSOR (a shipped type the engine
+ * checks more closely, e.g. "join", "streams"), else 0. */
+int ks_cfg_node_is(const ks_cfg_node *n, const char *plugin, const char *processor);
 
 /* Writes "FILE:LINE:COL: message" for mark `m` into err (the format the
  * parser uses, for the checks made after it: topology.c, repartition.c)

@@ -83,8 +83,7 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
             return FAIL_MARK(c, n->table_mark,
                              "node '%s': unknown table '%s' (not under 'tables')", n->name,
                              n->table);
-    } else if (n->plugin && strcmp(n->plugin, "join") == 0 && n->processor &&
-               strcmp(n->processor, "join") == 0) {
+    } else if (ks_cfg_node_is(n, "join", "join")) {
         return FAIL_MARK(c, n->mark, "node '%s': type '%s' needs `table:` (the table it "
                                      "looks records up in)",
                          n->name, n->type);
@@ -92,28 +91,20 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
     return 0;
 }
 
-static const ks_cfg_scalar *config_item(const ks_cfg_node *n, const char *key)
-{
-    for (size_t i = 0; i < n->config.count; i++)
-        if (n->config.items[i].key && strcmp(n->config.items[i].key, key) == 0)
-            return &n->config.items[i];
-    return NULL;
-}
-
 /* The shipped stream-stream join reads exactly two inputs and tells them
  * apart by name: `left:` and `right:` must be those two, one each (the
  * plugin would only find out at the first record). */
 static int check_stream_join(pctx *c, const ks_cfg_node *n)
 {
-    if (!n->plugin || strcmp(n->plugin, "join") != 0 || !n->processor ||
-        strcmp(n->processor, "streams") != 0)
+    if (!ks_cfg_node_is(n, "join", "streams"))
         return 0;
     if (n->from_count != 2)
         return FAIL_MARK(c, n->from_marks[0],
                          "node '%s': a stream-stream join reads two streams; `from:` lists "
                          "%zu",
                          n->name, n->from_count);
-    const ks_cfg_scalar *side[2] = {config_item(n, "left"), config_item(n, "right")};
+    const ks_cfg_scalar *side[2] = {ks_cfg_scalars_find(&n->config, "left"),
+                                    ks_cfg_scalars_find(&n->config, "right")};
     for (int s = 0; s < 2; s++) {
         if (!side[s] || side[s]->nested)
             continue; /* missing or not text: the type's schema says so */

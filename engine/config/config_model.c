@@ -43,6 +43,20 @@ const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name)
     return NULL;
 }
 
+const ks_cfg_scalar *ks_cfg_scalars_find(const ks_cfg_scalars *s, const char *key)
+{
+    for (size_t i = 0; i < s->count; i++)
+        if (s->items[i].key && strcmp(s->items[i].key, key) == 0)
+            return &s->items[i];
+    return NULL;
+}
+
+int ks_cfg_node_is(const ks_cfg_node *n, const char *plugin, const char *processor)
+{
+    return n->plugin && strcmp(n->plugin, plugin) == 0 && n->processor &&
+           strcmp(n->processor, processor) == 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Freeing                                                             */
 /* ------------------------------------------------------------------ */

@@ -171,14 +171,6 @@ static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen
     return 0;
 }
 
-/* The shipped join.streams tells its inputs apart by name (input_name),
- * which one shared repartition topic would erase. */
-static int is_stream_join(const ks_cfg_node *n)
-{
-    return n->plugin && strcmp(n->plugin, "join") == 0 && n->processor &&
-           strcmp(n->processor, "streams") == 0;
-}
-
 int ks_repartition_plan(ks_topology *t, char *err, size_t errlen)
 {
     size_t n = t->node_count;
@@ -204,7 +196,9 @@ int ks_repartition_plan(ks_topology *t, char *err, size_t errlen)
             memset(seen, 0, n);
             need = changed_upstream(t, x->index, cut, seen);
         }
-        if (need && is_stream_join(x->cfg)) {
+        /* join.streams tells its inputs apart by name (input_name), which
+         * one shared repartition topic would erase */
+        if (need && ks_cfg_node_is(x->cfg, "join", "streams")) {
             rc = ks_mark_fail(err, errlen, &x->cfg->mark,
                               "node '%s': a stream-stream join cannot read through a "
                               "repartition topic yet (a node upstream changes keys, or "

@@ -247,19 +247,11 @@ typedef struct window_src {
     const ks_processor_type *pt; /* NULL: no defaults */
 } window_src;
 
-static const ks_cfg_scalar *window_item(const ks_cfg_node *n, const char *key)
-{
-    for (size_t i = 0; i < n->window.count; i++)
-        if (n->window.items[i].key && strcmp(n->window.items[i].key, key) == 0)
-            return &n->window.items[i];
-    return NULL;
-}
-
 static const char *window_value(const window_src *src, const char *name)
 {
     if (strncmp(name, WINDOW_PREFIX, WINDOW_PREFIX_LEN) != 0)
         return NULL;
-    const ks_cfg_scalar *s = window_item(src->n, name + WINDOW_PREFIX_LEN);
+    const ks_cfg_scalar *s = ks_cfg_scalars_find(&src->n->window, name + WINDOW_PREFIX_LEN);
     if (s)
         return s->value;
     const ks_config_field *f =
@@ -297,9 +289,9 @@ int ks_topology_window_spec(const ks_cfg_node *n, const ks_processor_type *pt,
     if (rc != -1)
         return rc;
     /* at the key at fault, else at `kind`, else at the map's first key */
-    const ks_cfg_scalar *s = at ? window_item(n, at) : NULL;
+    const ks_cfg_scalar *s = at ? ks_cfg_scalars_find(&n->window, at) : NULL;
     if (!s)
-        s = window_item(n, "kind");
+        s = ks_cfg_scalars_find(&n->window, "kind");
     if (!s)
         s = &n->window.items[0];
     return ks_mark_fail(err, errlen, &s->key_mark, "node '%s': %s", n->name, why);

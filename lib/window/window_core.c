@@ -508,3 +508,31 @@ size_t ks_win_json_key(ks_bytes key, int64_t start, int64_t end, char *out,
 #undef PUT
     return n;
 }
+
+static const unsigned char meta_key[1] = {KS_WIN_TAG_META};
+
+int ks_win_meta_load(const ks_host_api *api, ks_store *store, int64_t *st, int64_t *seq)
+{
+    ks_bytes v;
+    int rc = api->store_get(store, (ks_bytes){meta_key, 1}, &v);
+    if (rc == KS_ERR_NOT_FOUND) {
+        *st = INT64_MIN;
+        *seq = 0;
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    if (v.len != 16)
+        return KS_ERR_INVALID;
+    *st = ks_win_time_get(v.data);
+    *seq = ks_int64_decode((const unsigned char *)v.data + 8);
+    return 0;
+}
+
+int ks_win_meta_save(const ks_host_api *api, ks_store *store, int64_t st, int64_t seq)
+{
+    unsigned char v[16];
+    ks_win_time_put(v, st);
+    ks_int64_encode(seq, v + 8);
+    return api->store_put(store, (ks_bytes){meta_key, 1}, (ks_bytes){v, sizeof v});
+}

@@ -144,6 +144,14 @@ int ks_win_session_closed(const ks_win_spec *spec, int64_t end, int64_t st);
 void ks_win_time_put(unsigned char out[8], int64_t t);
 int64_t ks_win_time_get(const unsigned char in[8]);
 
+/* The meta entry (key KS_WIN_TAG_META) of a windowed store: stream time
+ * and record sequence, read through `api` from `store` (both borrowed).
+ * A store without one gives INT64_MIN and 0. 0, KS_ERR_INVALID for an
+ * entry of the wrong size, or the store's ks_err. */
+int ks_win_meta_load(const ks_host_api *api, ks_store *store, int64_t *st, int64_t *seq);
+/* Write the meta entry. 0 or the store's ks_err. */
+int ks_win_meta_save(const ks_host_api *api, ks_store *store, int64_t st, int64_t seq);
+
 /* Store key: tag, the key with 0x00 escaped as 0x00 0x01, the separator
  * 0x00 0x00, then ntimes sortable times. Keys of one record key sort
  * together, their windows in time order, and no key is a prefix of another
