@@ -14,6 +14,8 @@
 #       the three-broker cluster
 #   DEFAULTS_BROKER_TESTS="defaults"  suites run again on a broker with
 #       Kafka's default settings (default: "defaults count eos")
+#   KS_LANES=1 scripts/test.sh   the suites of a broker one at a time
+#       (default 2 at once; each suite's log is build/test-logs/it-*.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -107,16 +109,76 @@ wanted() { # name
   [ -z "${KS_TESTS:-}" ] || grep -qw "$1" <<<"$KS_TESTS"
 }
 
-run_suite() { # test-path label
-  local t=$1 label=$2 name log start st
-  name=$(basename "$t" | sed -e 's/^test_//' -e 's/\.sh$//')
+# Run one suite; its outcome goes to $log.outcome ("status seconds") and a
+# short report to stdout in one write (lanes print side by side).
+exec_suite() { # test-path label
+  local t=$1 label=$2 name log start st report
+  name=$(suite_name "$t")
   log="$LOGDIR/it-$name-${label// /-}.log"
   start=$(date +%s)
-  ( cd "$(dirname "$t")" && KS_BUILD=$ROOT/build timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
+  ( cd "$(dirname "$t")" && KS_BUILD=${KS_SUITE_BUILD:-$ROOT/build} timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
   st=$?
-  grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15
-  echo "($name on $label: exit $st in $(( $(date +%s) - start )) s; log $log)"
-  tally "$log" $st
+  echo "$st $(( $(date +%s) - start ))" >"$log.outcome"
+  report=$(grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15)
+  printf '%s\n(%s on %s: exit %s in %s s; log %s)\n' "$report" "$name" "$label" "$st" \
+    "$(( $(date +%s) - start ))" "$log"
+}
+
+tally_suite() { # test-path label
+  local log st
+  log="$LOGDIR/it-$(suite_name "$1")-${2// /-}.log"
+  st=$(cut -d' ' -f1 "$log.outcome" 2>/dev/null || echo 1)
+  tally "$log" "$st"
+}
+
+run_suite() { # test-path label
+  exec_suite "$1" "$2"
+  tally_suite "$1" "$2"
+}
+
+# Seconds a suite took in a full run on the 2-core CI machine; the lanes are
+# filled longest first so that they end together (unlisted: 60).
+suite_weight() {
+  case $1 in
+    migrate) echo 230 ;; crash) echo 170 ;; outbox) echo 170 ;; windows) echo 150 ;;
+    repartition) echo 130 ;; reload) echo 100 ;; faults) echo 95 ;; joins) echo 90 ;;
+    containment) echo 60 ;; outbox_pg) echo 56 ;; stream_joins) echo 50 ;;
+    global_joins) echo 46 ;; count) echo 45 ;; stateless) echo 42 ;; fk_joins) echo 35 ;;
+    mailbox) echo 22 ;; poison) echo 20 ;; eos) echo 19 ;; query | docs | metrics) echo 7 ;;
+    readme) echo 33 ;; *) echo 60 ;;
+  esac
+}
+
+# Run suites against one broker in $KS_LANES lanes at once (default 2: the
+# suites mostly wait on the broker and on timers, and every suite names its
+# topics, groups, state directories and ports after its own pid). The shell
+# suites (docs, readme: fixed example names) share one lane, in order.
+run_suites() { # label test-path...
+  local label=$1 t i w best; shift
+  local lanes=${KS_LANES:-2}
+  if [ "$lanes" -le 1 ] || [ $# -le 1 ]; then
+    for t; do run_suite "$t" "$label"; done
+    return
+  fi
+  local -a load list
+  for ((i = 0; i < lanes; i++)); do load[i]=0; list[i]=""; done
+  for t in $(for t; do
+               w=$(suite_weight "$(suite_name "$t")")
+               case $t in *.sh) w=$((w + 100000)) ;; esac # dealt first, to lane 0
+               echo "$w $t"
+             done | sort -rn | cut -d' ' -f2); do
+    best=0
+    case $t in *.sh) ;; *)
+      for ((i = 1; i < lanes; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done ;;
+    esac
+    load[best]=$(( load[best] + $(suite_weight "$(suite_name "$t")") ))
+    list[best]="${list[best]} $t"
+  done
+  for ((i = 0; i < lanes; i++)); do
+    ( for t in ${list[i]}; do exec_suite "$t" "$label"; done ) &
+  done
+  wait
+  for t; do tally_suite "$t" "$label"; done
 }
 
 suites() { # every integration test program
@@ -152,6 +214,7 @@ for version in $KAFKA_VERSIONS; do
   fi
   trap 'scripts/kafka.sh stop >/dev/null 2>&1; pg_stop' EXIT
   export KS_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
+  version_suites=()
   for t in $(suites); do
     name=$(suite_name "$t")
     wanted "$name" || continue
@@ -160,8 +223,9 @@ for version in $KAFKA_VERSIONS; do
     if [ "$version" != "$first_version" ] && ! grep -qw "$name" <<<"$SECOND_VERSION_TESTS"; then
       continue
     fi
-    run_suite "$t" "Kafka $version" 
+    version_suites+=("$t")
   done
+  [ ${#version_suites[@]} -eq 0 ] || run_suites "Kafka $version" "${version_suites[@]}"
   scripts/kafka.sh stop >/dev/null 2>&1
   trap - EXIT
   pg_stop # only the first version runs outbox_pg
@@ -185,9 +249,7 @@ if [ "${#defaults_suites[@]}" -gt 0 ]; then
   else
     trap 'kafka_defaults stop >/dev/null 2>&1' EXIT
     export KS_BOOTSTRAP=127.0.0.1:$dport
-    for t in "${defaults_suites[@]}"; do
-      run_suite "$t" "Kafka $USER_BROKERS_VERSION defaults"
-    done
+    run_suites "Kafka $USER_BROKERS_VERSION defaults" "${defaults_suites[@]}"
     kafka_defaults stop >/dev/null 2>&1
     trap - EXIT
   fi
