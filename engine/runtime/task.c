@@ -155,6 +155,8 @@ static void stop_ctx(struct ks_ctx *ctx)
         ks_crash_leave(&cs);
     }
     ctx->inited = 0;
+    for (size_t s = 0; ctx->stores && s < ctx->node->store_count; s++)
+        ks_global_reader_end(&ctx->stores[s].global);
     free(ctx->stores);
     ctx->stores = NULL;
     ks_json_writer_free(ctx->json);
