@@ -1,0 +1,222 @@
+/*
+ * test_global_joins.c - a stream-global-table join end to end
+ * (docs/tables-and-joins.md, global tables), exactly-once, against the
+ * real broker.
+ *
+ * Orders keyed by order id (2 partitions) carry their customer id in the
+ * value; a left join with `key: /customer` looks each up in the global
+ * table `customers`, whose topic has 3 partitions (no co-partitioning).
+ * Customers c0..c99 exist, c100..c119 never do. The reference: the
+ * version every customer has when an order is produced, all table writes
+ * being done (and, while the engine runs, applied) before the orders
+ * that must see them. Read back with read_committed, every order must be
+ * there exactly once, with exactly the customer version of the model.
+ *   1. the table written first; orders, kill -9 once they are joined,
+ *      more orders, restart (the restart finds the global store
+ *      complete: 0 records replayed);
+ *   2. while the engine runs, c0..c49 updated and c50..c59 deleted; the
+ *      orders after that see the new versions; kill -9 200 ms after
+ *      they are produced (how many were committed is printed), restart.
+ */
+#include <CUnit/CUnit.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "itest.h"
+
+#define CUSTOMERS 120 /* c100.. never exist */
+#define MAX_ORDERS 20000 /* 13 000 used */
+
+static char dir[256], app[128], orders[128], customers[128], out[128], yaml[512], log_a[512];
+static long produced;
+static int version[CUSTOMERS];          /* 0: absent */
+static unsigned char want[MAX_ORDERS];  /* the version order n must see */
+
+static int customer_of(long n) { return (int)((n * 7 + n / 120) % CUSTOMERS); }
+
+static void make_order(int i, char *key, size_t klen, char *value, size_t vlen,
+                       int32_t *partition, void *arg)
+{
+    (void)partition;
+    long n = *(long *)arg + i;
+    snprintf(key, klen, "o%ld", n);
+    snprintf(value, vlen, "{\"o\":%ld,\"customer\":\"c%d\"}", n, customer_of(n));
+}
+
+static void produce_orders(int n)
+{
+    long base = produced;
+    CU_ASSERT_FATAL(produced + n <= MAX_ORDERS);
+    for (long i = base; i < base + n; i++)
+        want[i] = (unsigned char)version[customer_of(i)];
+    CU_ASSERT_FATAL(it_produce(orders, n, make_order, &base) == 0);
+    produced += n;
+}
+
+static void make_customer(int i, char *key, size_t klen, char *value, size_t vlen,
+                          int32_t *partition, void *arg)
+{
+    (void)partition;
+    int k = *(int *)arg + i;
+    snprintf(key, klen, "c%d", k);
+    snprintf(value, vlen, "{\"c\":%d,\"v\":%d}", k, version[k]);
+}
+
+static void produce_tombstones(int from, int to)
+{
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", it_bootstrap(), err, sizeof err);
+    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    for (int k = from; k < to; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "c%d", k);
+        CU_ASSERT_EQUAL(rd_kafka_producev(p, RD_KAFKA_V_TOPIC(customers),
+                                          RD_KAFKA_V_KEY(key, strlen(key)),
+                                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                          RD_KAFKA_V_END),
+                        0);
+    }
+    CU_ASSERT_EQUAL(rd_kafka_flush(p, 30000), 0);
+    rd_kafka_destroy(p);
+}
+
+/* A new version of customers from..to-1 (v: the version; 0 deletes). */
+static void set_customers(int from, int to, int v)
+{
+    for (int k = from; k < to; k++)
+        version[k] = v;
+    if (v == 0)
+        produce_tombstones(from, to);
+    else
+        CU_ASSERT_FATAL(it_produce(customers, to - from, make_customer, &from) == 0);
+}
+
+/* Every order once, with the customer version of the model. */
+static void check(const char *phase)
+{
+    static unsigned char seen[MAX_ORDERS];
+    memset(seen, 0, sizeof seen);
+    it_msgs got = {0};
+    it_consume(out, (size_t)produced, 1500, 60000, &got);
+    long dup = 0, wrong = 0, missing = 0;
+    for (size_t i = 0; i < got.count; i++) {
+        const it_msg *m = &got.items[i];
+        json_t *v = m->value ? json_loadb(m->value, m->value_len, 0, NULL) : NULL;
+        json_t *o = json_object_get(json_object_get(v, "left"), "o");
+        json_t *r = json_object_get(v, "right");
+        long n = json_is_integer(o) ? (long)json_integer_value(o) : -1;
+        int seen_v = json_is_null(r) ? 0 : (int)json_integer_value(json_object_get(r, "v"));
+        int c = json_is_null(r) ? customer_of(n) : (int)json_integer_value(json_object_get(r, "c"));
+        if (n < 0 || n >= produced || !r || c != customer_of(n) || seen_v != want[n])
+            wrong++;
+        else if (seen[n]++)
+            dup++;
+        json_decref(v);
+    }
+    for (long n = 0; n < produced; n++)
+        missing += !seen[n];
+    printf("[%s: %zu outputs for %ld orders; %ld missing, %ld twice, %ld wrong] ", phase,
+           got.count, produced, missing, dup, wrong);
+    CU_ASSERT_EQUAL(missing, 0);
+    CU_ASSERT_EQUAL(dup, 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+    it_msgs_free(&got);
+}
+
+static void setup(void)
+{
+    it_tempdir(dir, sizeof dir);
+    it_unique(app, sizeof app, "gjoins");
+    it_unique(orders, sizeof orders, "orders");
+    it_unique(customers, sizeof customers, "customers");
+    it_unique(out, sizeof out, "enriched");
+    static const char *const compact[] = {"cleanup.policy", "compact", NULL};
+    CU_ASSERT_FATAL(it_create_topic(orders, 2) == 0);
+    CU_ASSERT_FATAL(it_create_topic_with(customers, 3, 1, compact) == 0);
+    snprintf(yaml, sizeof yaml, "%s/g.yaml", dir);
+    snprintf(log_a, sizeof log_a, "%s/g.log", dir);
+    it_write_file(yaml,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "guarantee: exactly-once\n"
+                  "commit_interval_ms: 100\n"
+                  "workers: 2\n"
+                  "state_dir: %s/state\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n"
+                  "  orders: { topic: %s, key: string, value: json }\n"
+                  "global_tables:\n"
+                  "  customers: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n"
+                  "  - { name: enriched, type: join, from: orders, table: customers,\n"
+                  "      config: { kind: left, key: /customer } }\n"
+                  "sinks:\n"
+                  "  - { from: enriched, topic: %s, key: string, value: json, create: true,"
+                  " partitions: 2 }\n",
+                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, customers, out);
+}
+
+static pid_t engine;
+
+/* Some, not all, orders were joined and committed before the kill. */
+static void check_mid_stream(void)
+{
+    it_msgs got = {0};
+    it_consume(out, (size_t)produced, 500, 5000, &got);
+    printf("[%zu of %ld committed at the kill] ", got.count, produced);
+    CU_ASSERT(got.count > 0 && (long)got.count < produced);
+    it_msgs_free(&got);
+}
+
+static void test_table_first_kill9(void)
+{
+    setup();
+    set_customers(0, 100, 1);
+    produce_orders(3000);
+    engine = it_engine_start(yaml, "g", log_a);
+    produce_orders(3000);
+    it_sleep_ms(2500); /* the first orders joined and committed */
+    it_engine_kill(engine);
+    produce_orders(1000);
+    check_mid_stream();
+    CU_ASSERT(it_log_count(log_a, "global tables restored: 3 partitions, 100 records") == 1);
+    engine = it_engine_start(yaml, "g", log_a);
+    check("table first, kill -9");
+    /* the store outlived the process: nothing to replay */
+    CU_ASSERT(it_log_count(log_a, "global tables restored: 3 partitions, 0 records") == 1);
+}
+
+static void test_updated_while_running(void)
+{
+    set_customers(0, 50, 2);
+    set_customers(50, 60, 0);
+    it_sleep_ms(2000); /* the global thread follows within ~100 ms */
+    produce_orders(5000);
+    it_sleep_ms(200);
+    it_engine_kill(engine);
+    it_msgs got = {0}; /* how far it was: said, not asserted (a race) */
+    it_consume(out, (size_t)produced, 500, 5000, &got);
+    printf("[%zu of %ld committed at the kill] ", got.count, produced);
+    it_msgs_free(&got);
+    produce_orders(1000);
+    engine = it_engine_start(yaml, "g", log_a);
+    check("updated while running, kill -9");
+    /* the running thread had applied the 60 changes: the restart found
+     * its store complete */
+    CU_ASSERT(it_log_count(log_a, "global tables restored: 3 partitions, 0 records") == 2);
+    CU_ASSERT_EQUAL(it_engine_stop(engine, 30000), 0);
+}
+
+int main(void)
+{
+    static const it_case cases[] = {
+        {"the global table first, kill -9: exact joins", test_table_first_kill9},
+        {"the global table updated while running is seen, kill -9",
+         test_updated_while_running},
+        {NULL, NULL}};
+    return it_main("global_joins", cases);
+}
