@@ -290,6 +290,13 @@ int ks_global_range(ks_global *g, ks_global_reader *r, int store, ks_bytes from,
     return rc != 0 && rc != MDB_NOTFOUND ? map_rc(rc) : 0;
 }
 
+void ks_global_reader_reset(ks_global_reader *r)
+{
+    if (r->active)
+        mdb_txn_reset(r->txn);
+    r->active = 0;
+}
+
 void ks_global_reader_end(ks_global_reader *r)
 {
     if (r->txn)

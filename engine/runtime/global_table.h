@@ -85,6 +85,11 @@ int ks_global_get(ks_global *g, ks_global_reader *r, int store, ks_bytes key,
 int ks_global_range(ks_global *g, ks_global_reader *r, int store, ks_bytes from, ks_bytes to,
                     ks_range_cb cb, void *arg);
 
+/* End r's snapshot but keep its handle for a cheap renew: a snapshot held
+ * while a task is idle would keep the writer from reusing pages. Values
+ * read through r become invalid. */
+void ks_global_reader_reset(ks_global_reader *r);
+
 /* Release r's snapshot and handle. */
 void ks_global_reader_end(ks_global_reader *r);
 

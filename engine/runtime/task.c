@@ -311,6 +311,7 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
         }
     }
     task->current = NULL;
+    ks_table_release_global_reads(task);
     return task->verdict;
 }
 
@@ -339,6 +340,7 @@ ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
             s->next = now_ms + s->interval;
         }
     }
+    ks_table_release_global_reads(task);
     return task->verdict;
 }
 

@@ -198,6 +198,12 @@ int ks_driver_store_range(ks_driver *drv, const char *store, int32_t partition,
     int32_t first = partition < 0 ? 0 : partition;
     int32_t last = partition < 0 ? drv->partitions - 1 : partition;
     ks_bytes f = {from, from ? from_len : 0}, t = {to, to ? to_len : 0};
+    if (drv->topo->pipeline->stores[s].global) { /* one store for every task */
+        ks_global_reader gr = {0};
+        int rc = drv->global ? ks_global_range(drv->global, &gr, s, f, t, cb, arg) : 0;
+        ks_global_reader_end(&gr);
+        return rc;
+    }
     for (int32_t p = first; p <= last; p++) {
         ks_task *task = drv->tasks[p];
         int rc = ks_store_range(task->dbs[s], f, t, cb, arg);

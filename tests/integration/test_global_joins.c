@@ -16,7 +16,9 @@
  *      complete: 0 records replayed);
  *   2. while the engine runs, c0..c49 updated and c50..c59 deleted; the
  *      orders after that see the new versions; kill -9 200 ms after
- *      they are produced (how many were committed is printed), restart.
+ *      they are produced (how many were committed is printed), restart;
+ *   3. SIGKILL in the processing, after a Kafka commit and before its LMDB
+ *      commit (KS_CRASH_AT=after-kafka-commit:4), restart.
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -27,7 +29,7 @@
 #include "itest.h"
 
 #define CUSTOMERS 120 /* c100.. never exist */
-#define MAX_ORDERS 20000 /* 13 000 used */
+#define MAX_ORDERS 20000 /* about 18 500 used */
 
 static char dir[256], app[128], orders[128], customers[128], out[128], yaml[512], log_a[512];
 static long produced;
@@ -211,12 +213,32 @@ static void test_updated_while_running(void)
     CU_ASSERT_EQUAL(it_engine_stop(engine, 30000), 0);
 }
 
+/* SIGKILL inside the processing: after the 4th Kafka commit, before its
+ * LMDB commit (the engine's crash point), while orders flow. */
+static void test_crash_in_processing(void)
+{
+    pid_t e = it_engine_start_env(yaml, "g", log_a, "KS_CRASH_AT=after-kafka-commit:4");
+    int st = -1;
+    for (int64_t end = it_now_ms() + 60000; st < 0 && it_now_ms() < end;) {
+        produce_orders(300);
+        st = it_engine_wait(e, 200);
+    }
+    if (st < 0)
+        it_engine_kill(e);
+    CU_ASSERT_EQUAL(st, 137); /* 128 + SIGKILL: the point was reached */
+    e = it_engine_start(yaml, "g", log_a);
+    produce_orders(500);
+    check("SIGKILL after a Kafka commit");
+    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
         {"the global table first, kill -9: exact joins", test_table_first_kill9},
         {"the global table updated while running is seen, kill -9",
          test_updated_while_running},
+        {"SIGKILL in the processing, after a Kafka commit", test_crash_in_processing},
         {NULL, NULL}};
     return it_main("global_joins", cases);
 }

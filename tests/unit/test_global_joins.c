@@ -11,7 +11,8 @@
  * join by the record key, equals the model's (value and timestamp: the
  * later of both sides), the lookup seeing the table as of processing. The
  * driver is closed and reopened on its state half-way: the global store
- * persists. A plugin cannot write the global store (KS_ERR_STATE).
+ * persists. A plugin cannot write the global store (KS_ERR_STATE); the
+ * driver reads it as one store.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -271,6 +272,14 @@ static void test_model(void)
     CU_ASSERT_EQUAL(system(cmd), 0);
 }
 
+static int count_one(void *arg, ks_bytes key, ks_bytes value)
+{
+    (void)key;
+    (void)value;
+    ++*(int *)arg;
+    return 0;
+}
+
 /* A plugin cannot write the global store (tests/plugins/joiner.c's writer
  * forwards what store_put returned). */
 static void test_read_only(void)
@@ -296,6 +305,10 @@ static void test_read_only(void)
     ks_bytes v;
     CU_ASSERT_EQUAL(ks_driver_store_get(drv, "customers", 1, "a", 1, &v), 0);
     CU_ASSERT(v.len == 15 && memcmp((const char *)v.data + 8, "{\"n\":1}", 7) == 0);
+    int n = 0; /* one store, not one per task */
+    CU_ASSERT_EQUAL(ks_driver_store_range(drv, "customers", -1, NULL, 0, NULL, 0, count_one, &n),
+                    0);
+    CU_ASSERT_EQUAL(n, 1);
     ks_driver_close(drv);
 }
 
