@@ -175,9 +175,12 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     ks_global_thread *globals = NULL;
     err[0] = '\0';
     if (ks_global_thread_start(&eng, &globals, &eng.global, err, sizeof err) != 0) {
-        if (!ks_engine_stopping(&eng))
+        if (ks_engine_stopping(&eng)) { /* a stop during the restore: clean */
+            ks_info("engine", "stopped while restoring the global tables");
+        } else {
             ks_engine_stop(&eng, 1, err);
-        ks_error("engine", "%s", err);
+            ks_error("engine", "%s", err);
+        }
     }
     eng.workers = ks_engine_stopping(&eng) ? NULL : calloc((size_t)p->workers,
                                                            sizeof *eng.workers);

@@ -181,7 +181,9 @@ static void test_table_first_kill9(void)
     produce_orders(3000);
     engine = it_engine_start(yaml, "g", log_a);
     produce_orders(3000);
-    it_sleep_ms(2500); /* the first orders joined and committed */
+    it_msgs first = {0}; /* wait for the first committed outputs, then kill */
+    it_consume(out, 1, 100, 60000, &first);
+    it_msgs_free(&first);
     it_engine_kill(engine);
     produce_orders(1000);
     check_mid_stream();
