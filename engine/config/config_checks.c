@@ -215,6 +215,11 @@ int ks_cfg_check_refs(pctx *c)
     for (size_t i = 0; i < p->node_count; i++) {
         const ks_cfg_node *n = &p->nodes[i];
         for (size_t k = 0; k < n->from_count; k++) {
+            if (ks_pipeline_global(p, n->from[k])) /* its updates reach no task */
+                return FAIL_MARK(c, n->from_marks[k],
+                                 "node '%s': '%s' is a global table, which is no input; "
+                                 "look records up in it with `table: %s`",
+                                 n->name, n->from[k], n->from[k]);
             if (!is_input(p, n->from[k]))
                 return FAIL_MARK(c, n->from_marks[k],
                                  "node '%s': unknown input '%s' (not a source "

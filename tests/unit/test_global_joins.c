@@ -21,6 +21,8 @@
 
 #include "config/config.h"
 #include "kstreams/testdriver.h"
+#include "runtime/task.h"
+#include "runtime/topology.h"
 #include "unit/test_util.h"
 
 #define PLUGINS KS_TEST_BUILDDIR "/plugins/.libs:" KS_TEST_BUILDDIR "/tests/plugins/.libs"
@@ -111,6 +113,12 @@ static void test_yaml(void)
              sinks);
     parse_err(yaml, "g.yaml:8:49: node 'j': unknown table 'customer' (not under 'tables' or "
                     "'global_tables')");
+    snprintf(yaml, sizeof yaml,
+             HEAD "nodes:\n"
+                  "  - { name: j, type: join, from: [orders, customers], table: customers }\n%s",
+             sinks);
+    parse_err(yaml, "g.yaml:8:43: node 'j': 'customers' is a global table, which is no input; "
+                    "look records up in it with `table: customers`");
 }
 
 /* ---- the reference model ---------------------------------------------------- */
@@ -312,10 +320,84 @@ static void test_read_only(void)
     ks_driver_close(drv);
 }
 
+/* A re-keyed stream reaches a global-table join without a repartition
+ * topic (every task holds the whole table); the record key is the
+ * lookup key by default; a number found by `key:` is looked up by its
+ * JSON text; inner drops a value without the member, left joins it with
+ * null; a value that is not JSON is poison. */
+static void test_keys(void)
+{
+    const char *yaml =
+        "application: gkeys\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "plugin_path: [" KS_TEST_BUILDDIR "/plugins/.libs]\n"
+        "sources:\n"
+        "  orders: { topic: orders, key: string, value: string }\n"
+        "global_tables:\n"
+        "  ids: { topic: ids, key: string, value: json }\n"
+        "nodes:\n"
+        "  - { name: by_cust, type: ops.select_key, from: orders, config: { path: /c } }\n"
+        "  - { name: rekeyed, type: join, from: by_cust, table: ids }\n"
+        "  - { name: by_num, type: join, from: orders, table: ids, config: { key: /n } }\n"
+        "  - { name: left_num, type: join, from: orders, table: ids,\n"
+        "      config: { key: /n, kind: left } }\n"
+        "sinks:\n"
+        "  - { name: o1, from: rekeyed, topic: o1, key: string, value: json }\n"
+        "  - { name: o2, from: by_num, topic: o2, key: string, value: json }\n"
+        "  - { name: o3, from: left_num, topic: o3, key: string, value: json }\n";
+    ks_pipeline *p = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL_FATAL(ks_pipeline_parse("k.yaml", yaml, strlen(yaml), &p, err, sizeof err), 0);
+    char dir[] = "/tmp/ks-test-gkeys-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    ks_topology *t = NULL;
+    int rc = ks_topology_build(p, ks_host_api_table(), dir, &t, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_PTR_NULL(ks_topology_node(t, "rekeyed-repartition-source"));
+    CU_ASSERT_EQUAL(t->sub_count, 1);
+    ks_topology_free(t);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+
+    ks_driver_options opt = {.partitions = 3, .plugin_path = PLUGINS};
+    ks_driver *drv = NULL;
+    CU_ASSERT_EQUAL_FATAL(ks_driver_open_text("k.yaml", yaml, strlen(yaml), &opt, &drv, err,
+                                              sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "ids", "c7", 2, "1", 1, 1), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "ids", "42", 2, "2", 1, 1), 0);
+    const char *a = "{\"c\":\"c7\",\"n\":42}", *b = "{\"c\":\"c8\"}";
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "x", 1, a, strlen(a), 5), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "y", 1, b, strlen(b), 6), 0);
+    ks_driver_record r;
+    char want[128];
+    snprintf(want, sizeof want, "{\"left\":%s,\"right\":1}", a);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "o1", &r), 0);
+    CU_ASSERT(r.key_len == 2 && memcmp(r.key, "c7", 2) == 0 && r.value_len == strlen(want) &&
+              memcmp(r.value, want, r.value_len) == 0);
+    snprintf(want, sizeof want, "{\"left\":%s,\"right\":2}", a);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "o2", &r), 0);
+    CU_ASSERT(r.key_len == 1 && memcmp(r.key, "x", 1) == 0 && r.value_len == strlen(want) &&
+              memcmp(r.value, want, r.value_len) == 0);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "o3", &r), 0);
+    CU_ASSERT(r.value_len == strlen(want) && memcmp(r.value, want, r.value_len) == 0);
+    snprintf(want, sizeof want, "{\"left\":%s,\"right\":null}", b);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "o3", &r), 0);
+    CU_ASSERT(r.key_len == 1 && memcmp(r.key, "y", 1) == 0 && r.value_len == strlen(want) &&
+              memcmp(r.value, want, r.value_len) == 0);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0); /* c8: rekeyed, by_num: none */
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "z", 1, "not json", 8, 7), KS_SKIP);
+    ks_driver_close(drv);
+}
+
 void ks_test_register_global_joins(void)
 {
     CU_pSuite s = CU_add_suite("global_joins", NULL, NULL);
     CU_add_test(s, "global_tables: in YAML, and its errors", test_yaml);
     CU_add_test(s, "stream-global-table joins equal the reference model", test_model);
     CU_add_test(s, "a global table's store is read-only to plugins", test_read_only);
+    CU_add_test(s, "lookup keys: record key after a key change (no repartition), JSON pointer",
+                test_keys);
 }
