@@ -318,7 +318,7 @@ static const ks_processor_type *const types[] = {&join_type, &tables_type,
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "join",
-    .version = "1.2",
+    .version = "1.3",
     .build_id = KS_BUILD_ID,
     .processors = types,
     .processor_count = 3,

@@ -186,6 +186,9 @@ int ks_global_apply(ks_global *g, int table, int32_t partition, int64_t offset, 
     const ks_cfg_source *t = &g->p->globals[table];
     if (applicable(t, key, value))
         rc = write_value(g, table, key, value, timestamp);
+    else if (key.len == 0) /* as Kafka Streams: a table record needs a key */
+        ks_debug("global", "global table %s: record %s[%d]@%lld has no key: ignored", t->name,
+                 t->topic, (int)partition, (long long)offset);
     else
         ks_warn("global", "global table %s: record %s[%d]@%lld skipped (no key, a key over "
                           "%d bytes, or not in the table's serdes)",
