@@ -11,14 +11,15 @@
  * join by the record key, equals the model's (value and timestamp: the
  * later of both sides), the lookup seeing the table as of processing. The
  * driver is closed and reopened on its state half-way: the global store
- * persists. A plugin cannot write the global store (KS_ERR_STATE); the
- * driver reads it as one store.
+ * persists, and `kstreams query` reads it. A plugin cannot write the
+ * global store (KS_ERR_STATE); the driver reads it as one store.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
 #include "config/config.h"
 #include "kstreams/testdriver.h"
 #include "runtime/task.h"
@@ -241,6 +242,36 @@ static ks_driver *open_at(const char *state_dir)
     return drv;
 }
 
+/* `kstreams query` reads the one global store: every key of the model,
+ * as a table's value (the timestamp, then the value; printed in hex). */
+static int query_matches(const char *dir, const model *m)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/g.yaml", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return 0;
+    fprintf(f, "state_dir: %s\n%s", dir, YAML);
+    fclose(f);
+    char *text = NULL, *etext = NULL;
+    size_t len, elen;
+    FILE *out = open_memstream(&text, &len), *err = open_memstream(&etext, &elen);
+    char *argv[] = {"query", path, "customers", NULL};
+    int rc = ks_cmd_query(3, argv, out, err);
+    fclose(out);
+    fclose(err);
+    int lines = 0, ok = rc == 0;
+    for (const char *p = text; ok && p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
+        lines++;
+    for (int k = 0; k < KEYS; k++)
+        lines -= m->present[k];
+    if (!ok || lines != 0)
+        fprintf(stderr, "\nquery: exit %d, %d lines off: %s%s\n", rc, lines, text, etext);
+    free(text);
+    free(etext);
+    return ok && lines == 0;
+}
+
 static void test_model(void)
 {
     char dir[] = "/tmp/ks-global-XXXXXX";
@@ -275,6 +306,7 @@ static void test_model(void)
     CU_ASSERT(streams > 1500 && updates > 1000 && tombstones > 150 && misses > 50);
     CU_ASSERT(store_matches(drv, &m));
     ks_driver_close(drv);
+    CU_ASSERT(query_matches(dir, &m));
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CU_ASSERT_EQUAL(system(cmd), 0);
