@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "http/metrics.h"
 #include "kafka/kafka.h"
 
 #define BATCH 1000 /* records per LMDB commit: readers see them after it */
@@ -20,6 +21,7 @@ struct ks_global_thread {
     rd_kafka_t *consumer;
     size_t *base;    /* per global table: index of its partition 0 in ended */
     unsigned char *ended; /* per assigned partition: its end was reached */
+    uint64_t *applied;    /* per global table: records since the last flush */
     pthread_t thread;
     int running;
     volatile int stop;
@@ -58,6 +60,7 @@ static int assign_all(ks_global_thread *t, size_t *count, char *err, size_t errl
     const ks_pipeline *p = t->eng->topo->pipeline;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
     t->base = calloc(p->global_count, sizeof *t->base);
+    t->applied = calloc(p->global_count, sizeof *t->applied);
     for (size_t i = 0; t->base && i < p->global_count; i++) {
         const ks_cfg_source *g = &p->globals[i];
         t->base[i] = (size_t)l->cnt;
@@ -79,7 +82,7 @@ static int assign_all(ks_global_thread *t, size_t *count, char *err, size_t errl
     }
     *count = (size_t)l->cnt;
     t->ended = calloc(*count + 1, 1);
-    if (!t->base || !t->ended) {
+    if (!t->base || !t->ended || !t->applied) {
         snprintf(err, errlen, "out of memory");
         rd_kafka_topic_partition_list_destroy(l);
         return -1;
@@ -117,11 +120,28 @@ static int apply(ks_global_thread *t, rd_kafka_message_t *m)
         return 0;
     rd_kafka_timestamp_type_t tt;
     int64_t ts = rd_kafka_message_timestamp(m, &tt);
+    t->applied[table]++;
     ks_bytes key = {m->key, m->key ? m->key_len : 0}, val = {m->payload, m->len};
     return ks_global_apply(t->store, table, m->partition, m->offset, key,
                            m->payload ? &val : NULL, ts < 0 ? 0 : ts) == 0
                ? 0
                : -1;
+}
+
+/* Records applied per table, counted once per batch (one lock, not one
+ * per record): kstreams_global_records_total{table}. */
+static void flush_metrics(ks_global_thread *t)
+{
+    const ks_pipeline *p = t->eng->topo->pipeline;
+    for (size_t i = 0; i < p->global_count; i++) {
+        if (!t->applied[i])
+            continue;
+        char labels[300];
+        snprintf(labels, sizeof labels, "table=\"%s\"", p->globals[i].name);
+        ks_metrics_add(t->eng->metrics, "kstreams_global_records_total", labels,
+                       (double)t->applied[i]);
+        t->applied[i] = 0;
+    }
 }
 
 /* Poll up to BATCH records into one LMDB commit. Returns the number of
@@ -144,6 +164,7 @@ static int poll_batch(ks_global_thread *t, int timeout_ms, size_t *applied)
     }
     if (ks_global_commit(t->store) != 0)
         return -1;
+    flush_metrics(t);
     return eofs;
 }
 
@@ -193,6 +214,7 @@ static void free_thread(ks_global_thread *t)
     ks_global_close(t->store);
     free(t->base);
     free(t->ended);
+    free(t->applied);
     free(t);
 }
 

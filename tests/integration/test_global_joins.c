@@ -14,8 +14,9 @@
  *   1. the table written first; orders, kill -9 once they are joined,
  *      more orders, restart (the restart finds the global store
  *      complete: 0 records replayed);
- *   2. while the engine runs, c0..c49 updated and c50..c59 deleted; the
- *      orders after that see the new versions; kill -9 200 ms after
+ *   2. while the engine runs, c0..c49 updated and c50..c59 deleted (the
+ *      metric kstreams_global_records_total says the thread read the 60);
+ *      the orders after that see the new versions; kill -9 200 ms after
  *      they are produced (how many were committed is printed), restart;
  *   3. SIGKILL in the processing, after a Kafka commit and before its LMDB
  *      commit (KS_CRASH_AT=after-kafka-commit:4), restart.
@@ -33,6 +34,7 @@
 
 static char dir[256], app[128], orders[128], customers[128], out[128], yaml[512], log_a[512];
 static long produced;
+static int metrics_port;
 static int version[CUSTOMERS];          /* 0: absent */
 static unsigned char want[MAX_ORDERS];  /* the version order n must see */
 
@@ -139,6 +141,7 @@ static void setup(void)
     static const char *const compact[] = {"cleanup.policy", "compact", NULL};
     CU_ASSERT_FATAL(it_create_topic(orders, 2) == 0);
     CU_ASSERT_FATAL(it_create_topic_with(customers, 3, 1, compact) == 0);
+    metrics_port = it_free_port();
     snprintf(yaml, sizeof yaml, "%s/g.yaml", dir);
     snprintf(log_a, sizeof log_a, "%s/g.log", dir);
     it_write_file(yaml,
@@ -147,6 +150,7 @@ static void setup(void)
                   "guarantee: exactly-once\n"
                   "commit_interval_ms: 100\n"
                   "workers: 2\n"
+                  "metrics: 127.0.0.1:%d\n"
                   "state_dir: %s/state\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n"
@@ -159,7 +163,8 @@ static void setup(void)
                   "sinks:\n"
                   "  - { from: enriched, topic: %s, key: string, value: json, create: true,"
                   " partitions: 2 }\n",
-                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, customers, out);
+                  app, it_bootstrap(), metrics_port, dir, KS_TEST_BUILDDIR, orders, customers,
+                  out);
 }
 
 static pid_t engine;
@@ -199,6 +204,12 @@ static void test_updated_while_running(void)
     set_customers(0, 50, 2);
     set_customers(50, 60, 0);
     it_sleep_ms(2000); /* the global thread follows within ~100 ms */
+    char *text = it_metrics_scrape(metrics_port); /* this process read the 60 changes */
+    double n = it_metrics_sum(text ? text : "", "kstreams_global_records_total",
+                              "table=\"customers\"", NULL);
+    printf("[global records read since the restart: %.0f] ", n);
+    CU_ASSERT_EQUAL(n, 60);
+    free(text);
     produce_orders(5000);
     it_sleep_ms(200);
     it_engine_kill(engine);
