@@ -20,6 +20,7 @@
  *      they are produced (how many were committed is printed), restart;
  *   3. SIGKILL in the processing, after a Kafka commit and before its LMDB
  *      commit (KS_CRASH_AT=after-kafka-commit:4), restart.
+ * Last, a global table whose topic does not exist stops the start.
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -245,6 +246,36 @@ static void test_crash_in_processing(void)
     CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
 }
 
+/* A global table whose topic does not exist (and no create: true) stops
+ * the start with a message naming it, before any task runs. */
+static void test_missing_topic(void)
+{
+    char path[300], log2[300], nosuch[128];
+    it_unique(nosuch, sizeof nosuch, "nosuch");
+    snprintf(path, sizeof path, "%s/missing.yaml", dir);
+    snprintf(log2, sizeof log2, "%s/missing.log", dir);
+    it_write_file(path,
+                  "application: %s-missing\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "state_dir: %s/state-missing\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources: { orders: { topic: %s, key: string, value: json } }\n"
+                  "global_tables: { customers: { topic: %s } }\n"
+                  "nodes: [ { name: j, type: join, from: orders, table: customers,"
+                  " config: { key: /customer } } ]\n"
+                  "sinks: [ { from: j, topic: %s, key: string, value: json } ]\n",
+                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, nosuch, out);
+    pid_t e = it_engine_start(path, "m", log2);
+    int st = it_engine_wait(e, 30000);
+    if (st < 0)
+        it_engine_kill(e);
+    CU_ASSERT(st > 0 && st < 128);
+    char want[300];
+    snprintf(want, sizeof want, "global table topic '%s' does not exist", nosuch);
+    CU_ASSERT(it_log_count(log2, want) >= 1);
+    CU_ASSERT_EQUAL(it_log_count(log2, "task 0 started"), 0);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -252,6 +283,7 @@ int main(void)
         {"the global table updated while running is seen, kill -9",
          test_updated_while_running},
         {"SIGKILL in the processing, after a Kafka commit", test_crash_in_processing},
+        {"a global table without its topic stops the start", test_missing_topic},
         {NULL, NULL}};
     return it_main("global_joins", cases);
 }
