@@ -184,14 +184,15 @@ enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
     T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
-    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_N
+    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_GLOBAL_TABLES, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
     "state_dir",   "workers",        "replication_factor", "plugins",
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
-    "outbox",      "stall_warning_ms", "tables",           "rollback"};
+    "outbox",      "stall_warning_ms", "tables",           "rollback",
+    "global_tables"};
 
 /* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
 static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
@@ -330,6 +331,9 @@ static int parse_top(pctx *c, const ks_ynode *root)
     if ((v = f.val[T_SOURCES]) && parse_sources(c, f.key[T_SOURCES], v) != 0)
         return -1;
     if ((v = f.val[T_TABLES]) && f.val[T_SOURCES] && parse_tables(c, f.key[T_TABLES], v) != 0)
+        return -1;
+    if ((v = f.val[T_GLOBAL_TABLES]) && f.val[T_SOURCES] &&
+        parse_global_tables(c, f.key[T_GLOBAL_TABLES], v) != 0)
         return -1;
     if ((v = f.val[T_NODES]) && parse_nodes(c, f.key[T_NODES], v) != 0)
         return -1;
