@@ -20,11 +20,17 @@
  *    value changed after it was sent), else emits the join, or a tombstone
  *    (left value gone; inner join without a right value).
  *
- * Wire formats (topic values, `bytes` serde): subscription = op byte ('S',
- * 'U', 'N'), hash (8 bytes big-endian), K; response = hash, 1 byte (1: a
+ * Wire formats (topic values, `bytes` serde): subscription = 0xFF, op byte
+ * ('S', 'U', 'N'), hash (8 bytes big-endian), K; response = hash, 1 byte (1: a
  * right value follows), the right value's timestamp (8 bytes), the right
  * value. The hash of an absent left value is 0; of a present one FNV-1a
  * 64 with the low bit set (never 0).
+ *
+ * fk_register tells a subscription from a right table change by its input
+ * (input_name) when it reads both directly; behind a repartition topic the
+ * engine inserts (fk_subscribe changes keys), both arrive from that topic's
+ * source, and a subscription is known by its first byte 0xFF, which no UTF-8
+ * text (a json or string value) has.
  */
 #include "join_fk.h"
 
@@ -38,6 +44,7 @@ static const ks_host_api *host;
 #define TS_LEN 8  /* the timestamp before a table store's value */
 #define HASH_LEN 8
 #define FK_MAX 255 /* bytes of a foreign key (the subscription store's key) */
+#define SUB_MAGIC 0xFF /* first byte of a subscription: never in UTF-8 text */
 
 void ks_join_fk_set_host(const ks_host_api *api)
 {
@@ -163,7 +170,7 @@ static int foreign_key(const sub_state *s, const ks_bytes *v, char *fk)
 static ks_verdict send_sub(ks_ctx *ctx, sub_state *s, const ks_record *rec, char op,
                            uint64_t h, const void *to, size_t to_len)
 {
-    size_t need = 1 + HASH_LEN + rec->key_len;
+    size_t need = 2 + HASH_LEN + rec->key_len;
     if (need > s->cap) {
         unsigned char *b = realloc(s->buf, need);
         if (!b)
@@ -171,9 +178,10 @@ static ks_verdict send_sub(ks_ctx *ctx, sub_state *s, const ks_record *rec, char
         s->buf = b;
         s->cap = need;
     }
-    s->buf[0] = (unsigned char)op;
-    ks_int64_encode((int64_t)h, s->buf + 1);
-    memcpy(s->buf + 1 + HASH_LEN, rec->key, rec->key_len);
+    s->buf[0] = SUB_MAGIC;
+    s->buf[1] = (unsigned char)op;
+    ks_int64_encode((int64_t)h, s->buf + 2);
+    memcpy(s->buf + 2 + HASH_LEN, rec->key, rec->key_len);
     return forward(ctx, rec, to, to_len, s->buf, need, rec->timestamp);
 }
 
@@ -376,17 +384,18 @@ static ks_verdict reg_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     reg_state *s = state;
     const char *in = host->input_name(ctx);
-    if (in && s->right_name && strcmp(in, s->right_name) == 0)
+    const unsigned char *v = rec->value;
+    int is_sub = v && rec->value_len > 2 + HASH_LEN && v[0] == SUB_MAGIC;
+    if (!is_sub || (in && s->right_name && strcmp(in, s->right_name) == 0))
         return right_changed(ctx, s, rec);
-    if (!rec->value || rec->value_len <= 1 + HASH_LEN || !rec->key || rec->key_len == 0) {
+    if (!rec->key || rec->key_len == 0) {
         host->metric_add(ctx, "bad_subscriptions", 1);
         return KS_OK;
     }
-    const unsigned char *v = rec->value;
-    char op = (char)v[0];
-    uint64_t h = (uint64_t)ks_int64_decode(v + 1);
-    const void *k = v + 1 + HASH_LEN;
-    size_t klen = rec->value_len - 1 - HASH_LEN;
+    char op = (char)v[1];
+    uint64_t h = (uint64_t)ks_int64_decode(v + 2);
+    const void *k = v + 2 + HASH_LEN;
+    size_t klen = rec->value_len - 2 - HASH_LEN;
     if (op == 'N')
         return respond(ctx, s, rec, (ks_bytes){NULL, 0}, h, k, klen);
     if (rec->key_len > FK_MAX || 2 + rec->key_len + klen > KS_KEY_MAX) {

@@ -51,6 +51,29 @@ static const char *FK_YAML =
     "  - { name: o_inner, from: fk_inner, topic: t1, key: string, value: json }\n"
     "  - { name: o_left, from: fk_left, topic: t2, key: string, value: json }\n";
 
+/* The same join with no topics of its own: fk_subscribe changes keys, so the
+ * engine reads fk_register's inputs (subscriptions and the right table's
+ * changes) through a repartition topic, and each fk_resolve's too; the
+ * driver carries those itself. */
+static const char *FK_AUTO_YAML =
+    "application: fkj\n"
+    "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+    "sources: { events: { topic: events, key: string, value: json } }\n"
+    "tables:\n"
+    "  orders: { topic: orders, key: string, value: json }\n"
+    "  customers: { topic: customers, key: string, value: json }\n"
+    "nodes:\n"
+    "  - { name: fk_sub, type: join.fk_subscribe, from: orders, store: fk_last,\n"
+    "      config: { foreign_key: /customer, foreign_keys: fk_last } }\n"
+    "  - { name: fk_reg, type: join.fk_register, from: [fk_sub, customers], store: fk_subs,\n"
+    "      config: { right: customers, subscriptions: fk_subs } }\n"
+    "  - { name: fk_inner, type: join.fk_resolve, from: fk_reg, table: orders }\n"
+    "  - { name: fk_left, type: join.fk_resolve, from: fk_reg, table: orders,\n"
+    "      config: { kind: left } }\n"
+    "sinks:\n"
+    "  - { name: o_inner, from: fk_inner, topic: t1, key: string, value: json }\n"
+    "  - { name: o_left, from: fk_left, topic: t2, key: string, value: json }\n";
+
 #define LKEYS 30
 #define RKEYS 8
 #define STEPS 3000
@@ -290,21 +313,20 @@ static int subscriptions_match(ks_driver *drv, const model *m)
     return 1;
 }
 
-static ks_driver *open_fk(void)
+static ks_driver *open_fk(const char *yaml)
 {
     ks_driver_options opt = {.partitions = 3, .plugin_path = PLUGINS};
     ks_driver *drv = NULL;
     char err[1024] = "";
-    int rc = ks_driver_open_text("fk.yaml", FK_YAML, strlen(FK_YAML), &opt, &drv, err,
-                                 sizeof err);
+    int rc = ks_driver_open_text("fk.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err);
     if (rc)
         fprintf(stderr, "\n%s\n", err);
     return drv;
 }
 
-static void test_eager(void)
+static void run_eager(const char *yaml)
 {
-    ks_driver *drv = open_fk();
+    ks_driver *drv = open_fk(yaml);
     CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
     model m;
     memset(&m, 0, sizeof m);
@@ -360,9 +382,19 @@ static void track(ks_driver *drv, const char *sink, char **last)
         }
 }
 
+static void test_eager(void)
+{
+    run_eager(FK_YAML);
+}
+
+static void test_auto_topics(void)
+{
+    run_eager(FK_AUTO_YAML);
+}
+
 static void test_lazy(void)
 {
-    ks_driver *drv = open_fk();
+    ks_driver *drv = open_fk(FK_YAML);
     CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
     model m;
     memset(&m, 0, sizeof m);
@@ -419,6 +451,7 @@ void ks_test_register_fk_joins(void)
 {
     CU_pSuite s = CU_add_suite("fk_joins", NULL, NULL);
     CU_add_test(s, "eager: every change's outputs equal the model's", test_eager);
+    CU_add_test(s, "through the repartition topics the engine inserts", test_auto_topics);
     CU_add_test(s, "lagging topics: stale responses dropped, final join equals the model",
                 test_lazy);
 }
