@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "kstreams/testdriver.h"
 #include "unit/test_util.h"
 
@@ -70,6 +71,25 @@ static const char *FK_AUTO_YAML =
     "  - { name: fk_inner, type: join.fk_resolve, from: fk_reg, table: orders }\n"
     "  - { name: fk_left, type: join.fk_resolve, from: fk_reg, table: orders,\n"
     "      config: { kind: left } }\n"
+    "sinks:\n"
+    "  - { name: o_inner, from: fk_inner, topic: t1, key: string, value: json }\n"
+    "  - { name: o_left, from: fk_left, topic: t2, key: string, value: json }\n";
+
+/* The one-node form, `type: join.fk`: unfolded into the same three nodes
+ * (config_fk.c), its topics fkj-NODE-subscription-registration and
+ * -subscription-response. */
+static const char *FK_NODE_YAML =
+    "application: fkj\n"
+    "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+    "sources: { events: { topic: events, key: string, value: json } }\n"
+    "tables:\n"
+    "  orders: { topic: orders, key: string, value: json }\n"
+    "  customers: { topic: customers, key: string, value: json }\n"
+    "nodes:\n"
+    "  - { name: fk_inner, type: join.fk, from: orders,\n"
+    "      config: { right: customers, foreign_key: /customer } }\n"
+    "  - { name: fk_left, type: join.fk, from: orders,\n"
+    "      config: { right: customers, foreign_key: /customer, kind: left } }\n"
     "sinks:\n"
     "  - { name: o_inner, from: fk_inner, topic: t1, key: string, value: json }\n"
     "  - { name: o_left, from: fk_left, topic: t2, key: string, value: json }\n";
@@ -299,13 +319,14 @@ static int outputs_match(ks_driver *drv, const model *m, const char *sink, int l
 /* The right side holds exactly the model's subscriptions (one per left
  * value with a foreign key: none left behind by a changed key or a
  * tombstone), the left side the foreign key of each. */
-static int subscriptions_match(ks_driver *drv, const model *m)
+static int subscriptions_match(ks_driver *drv, const model *m, const char *subs_store,
+                               const char *last_store)
 {
     uint64_t want = 0, subs = 0, last = 0;
     for (int k = 0; k < LKEYS; k++)
         want += m->l_present[k] && m->l_fk[k] >= 0;
-    if (ks_driver_store_count(drv, "fk_subs", &subs) != 0 ||
-        ks_driver_store_count(drv, "fk_last", &last) != 0 || subs != want || last != want) {
+    if (ks_driver_store_count(drv, subs_store, &subs) != 0 ||
+        ks_driver_store_count(drv, last_store, &last) != 0 || subs != want || last != want) {
         fprintf(stderr, "\nsubscriptions: want %llu, fk_subs %llu, fk_last %llu\n",
                 (unsigned long long)want, (unsigned long long)subs, (unsigned long long)last);
         return 0;
@@ -324,7 +345,7 @@ static ks_driver *open_fk(const char *yaml)
     return drv;
 }
 
-static void run_eager(const char *yaml)
+static void run_eager(const char *yaml, const char *subs_store, const char *last_store)
 {
     ks_driver *drv = open_fk(yaml);
     CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
@@ -360,7 +381,7 @@ static void run_eager(const char *yaml)
     CU_ASSERT_EQUAL(bad, 0);
     CU_ASSERT(fk_changes > 500);
     CU_ASSERT(right_fanout > 1000);
-    CU_ASSERT(subscriptions_match(drv, &m));
+    CU_ASSERT(subscriptions_match(drv, &m, subs_store, last_store));
     fifo_free(reg);
     fifo_free(resp);
     ks_driver_close(drv);
@@ -384,12 +405,82 @@ static void track(ks_driver *drv, const char *sink, char **last)
 
 static void test_eager(void)
 {
-    run_eager(FK_YAML);
+    run_eager(FK_YAML, "fk_subs", "fk_last");
 }
 
 static void test_auto_topics(void)
 {
-    run_eager(FK_AUTO_YAML);
+    run_eager(FK_AUTO_YAML, "fk_subs", "fk_last");
+}
+
+static void test_one_node(void)
+{
+    run_eager(FK_NODE_YAML, "fk_left-subscriptions", "fk_left-foreign-keys");
+}
+
+/* The one-node form's topics and the errors of its YAML. */
+static void test_one_node_yaml(void)
+{
+    ks_pipeline *p = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL_FATAL(ks_pipeline_parse("fk.yaml", FK_NODE_YAML, strlen(FK_NODE_YAML), &p,
+                                            err, sizeof err),
+                          0);
+    const ks_cfg_node *sub = ks_pipeline_node(p, "fk_left-subscribe");
+    const ks_cfg_node *reg = ks_pipeline_node(p, "fk_left-register");
+    const ks_cfg_node *res = ks_pipeline_node(p, "fk_left");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(res);
+    CU_ASSERT_STRING_EQUAL(reg->repartition_topic, "fkj-fk_left-subscription-registration");
+    CU_ASSERT_STRING_EQUAL(res->repartition_topic, "fkj-fk_left-subscription-response");
+    CU_ASSERT_STRING_EQUAL(res->processor, "fk_resolve");
+    CU_ASSERT_STRING_EQUAL(res->table, "orders");
+    CU_ASSERT_STRING_EQUAL(sub->stores[sub->store_count - 1], "fk_left-foreign-keys");
+    ks_pipeline_free(p);
+    static const struct {
+        const char *node, *want;
+    } bad[] = {
+        {"  - { name: j, type: join.fk, from: customers,\n"
+         "      config: { right: orders } }\n",
+         "fk.yaml:9:5: node 'j': a foreign-key join needs config key 'foreign_key'"},
+        {"  - { name: j, type: join.fk, from: customers,\n"
+         "      config: { foreign_key: /c } }\n",
+         "fk.yaml:9:5: node 'j': a foreign-key join needs config key 'right'"},
+        {"  - { name: j, type: join.fk, from: events,\n"
+         "      config: { right: customers, foreign_key: /c } }\n",
+         "fk.yaml:9:37: node 'j': a foreign-key join reads one left table"},
+        {"  - { name: j, type: join.fk, from: orders,\n"
+         "      config: { right: events, foreign_key: /c } }\n",
+         "fk.yaml:10:24: node 'j': right 'events' is not a table"},
+        {"  - { name: j, type: join.fk, from: orders,\n"
+         "      config: { right: customers, foreign_key: c } }\n",
+         "fk.yaml:10:48: node 'j': foreign_key 'c' is not a JSON pointer"},
+        {"  - { name: j, type: join.fk, from: orders, table: orders,\n"
+         "      config: { right: customers, foreign_key: /c } }\n",
+         "fk.yaml:9:5: node 'j': a foreign-key join keeps stores of its own"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char yaml[1024];
+        snprintf(yaml, sizeof yaml,
+                 "application: fkj\n"
+                 "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+                 "sources: { events: { topic: events, key: string, value: json } }\n"
+                 "tables:\n"
+                 "  orders: { topic: orders, key: string, value: json }\n"
+                 "  customers: { topic: customers, key: string, value: json }\n"
+                 "sinks: [ { from: j, topic: t1, key: string, value: json } ]\n"
+                 "nodes:\n%s",
+                 bad[i].node);
+        p = NULL;
+        err[0] = '\0';
+        CU_ASSERT_EQUAL(ks_pipeline_parse("fk.yaml", yaml, strlen(yaml), &p, err, sizeof err),
+                        -1);
+        if (!strstr(err, bad[i].want))
+            fprintf(stderr, "\nwant '%s'\ngot  '%s'\n", bad[i].want, err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].want));
+        ks_pipeline_free(p);
+    }
 }
 
 static void test_lazy(void)
@@ -441,7 +532,7 @@ static void test_lazy(void)
             free(last[j][k]);
         }
     CU_ASSERT_EQUAL(wrong, 0);
-    CU_ASSERT(subscriptions_match(drv, &m));
+    CU_ASSERT(subscriptions_match(drv, &m, "fk_subs", "fk_last"));
     fifo_free(reg);
     fifo_free(resp);
     ks_driver_close(drv);
@@ -452,6 +543,8 @@ void ks_test_register_fk_joins(void)
     CU_pSuite s = CU_add_suite("fk_joins", NULL, NULL);
     CU_add_test(s, "eager: every change's outputs equal the model's", test_eager);
     CU_add_test(s, "through the repartition topics the engine inserts", test_auto_topics);
+    CU_add_test(s, "one node, type: join.fk, its two topics", test_one_node);
+    CU_add_test(s, "join.fk: topic names and YAML errors at FILE:LINE:COL", test_one_node_yaml);
     CU_add_test(s, "lagging topics: stale responses dropped, final join equals the model",
                 test_lazy);
 }
