@@ -4,8 +4,9 @@
  * real broker.
  *
  * Orders (keys o0..o199, a `customer` member naming c0..c39, absent, or
- * null) join customers (c0..c39) in a left and an inner join, through the
- * two repartition topics the engine inserts. Both tables change at random
+ * null) join customers (c0..c39) in a left and an inner join (`type:
+ * join.fk`), each through its topics <app>-<node>-subscription-registration
+ * and -subscription-response. Both tables change at random
  * (values, foreign keys moved, tombstones on both sides) while the engine
  * is SIGKILLed just after a Kafka commit (before the LMDB one), restarted,
  * killed -9 mid-stream and restarted again. Read back with read_committed,
@@ -173,13 +174,10 @@ static void setup(void)
                   "  orders: { topic: %s, key: string, value: json }\n"
                   "  customers: { topic: %s, key: string, value: json }\n"
                   "nodes:\n"
-                  "  - { name: fk_sub, type: join.fk_subscribe, from: orders, store: fk_last,\n"
-                  "      config: { foreign_key: /customer, foreign_keys: fk_last } }\n"
-                  "  - { name: fk_reg, type: join.fk_register, from: [fk_sub, customers],\n"
-                  "      store: fk_subs, config: { right: customers, subscriptions: fk_subs } }\n"
-                  "  - { name: fk_left, type: join.fk_resolve, from: fk_reg, table: orders,\n"
-                  "      config: { kind: left } }\n"
-                  "  - { name: fk_inner, type: join.fk_resolve, from: fk_reg, table: orders }\n"
+                  "  - { name: fk_left, type: join.fk, from: orders,\n"
+                  "      config: { right: customers, foreign_key: /customer, kind: left } }\n"
+                  "  - { name: fk_inner, type: join.fk, from: orders,\n"
+                  "      config: { right: customers, foreign_key: /customer } }\n"
                   "sinks:\n"
                   "  - { from: fk_left, topic: %s, key: string, value: json, create: true,"
                   " partitions: 4 }\n"
@@ -215,6 +213,12 @@ static void test_kill9(void)
         it_sleep_ms(100);
     }
     int ok = converged(90000);
+    char topic[300];
+    snprintf(topic, sizeof topic, "%s-fk_left-subscription-registration", app);
+    it_msgs reg = {0};
+    it_consume(topic, 1, 200, 3000, &reg); /* purged after commits: may be empty */
+    it_msgs_free(&reg);
+    CU_ASSERT(it_log_count(log_path, "subscription-response") >= 1);
     CU_ASSERT(ok);
     CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
     printf("\n  [fk] %d changes, final joins %s the model", version_seq,
