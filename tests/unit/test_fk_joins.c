@@ -507,6 +507,53 @@ static void test_one_node_yaml(void)
     }
 }
 
+/* Foreign keys that are numbers (their text), strings, or nothing usable
+ * (an object, a boolean, a pointer into an array or a scalar): never an
+ * error, a left result with no right side. */
+static void test_key_values(void)
+{
+    static const char *yaml =
+        "application: fkv\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "sources: { events: { topic: events, key: string, value: json } }\n"
+        "tables:\n"
+        "  orders: { topic: orders, key: string, value: json }\n"
+        "  customers: { topic: customers, key: string, value: json }\n"
+        "nodes:\n"
+        "  - { name: j, type: join.fk, from: orders,\n"
+        "      config: { right: customers, foreign_key: /cust/id, kind: left } }\n"
+        "sinks: [ { name: out, from: j, topic: t1, key: string, value: json } ]\n";
+    static const struct {
+        const char *value;
+        int joined;
+    } cases[] = {
+        {"{\"cust\":{\"id\":7}}", 1},       {"{\"cust\":{\"id\":\"7\"}}", 1},
+        {"{\"cust\":{\"id\":{\"x\":7}}}", 0}, {"{\"cust\":{\"id\":true}}", 0},
+        {"{\"cust\":[7]}", 0},               {"\"7\"", 0},
+        {"{\"cust\":{\"id\":null}}", 0},     {"{\"cust\":{\"id\":\"8\"}}", 0},
+    };
+    ks_driver *drv = open_fk(yaml, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "7", 1, "{\"n\":1}", 7, 5), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char key[16], want[128];
+        snprintf(key, sizeof key, "o%zu", i);
+        CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", key, strlen(key), cases[i].value,
+                                       strlen(cases[i].value), 10),
+                        0);
+        snprintf(want, sizeof want, "{\"left\":%s,\"right\":%s}", cases[i].value,
+                 cases[i].joined ? "{\"n\":1}" : "null");
+        ks_driver_record r;
+        int got = ks_driver_read_output(drv, "out", &r) == 0;
+        CU_ASSERT(got && r.value_len == strlen(want) && memcmp(r.value, want, r.value_len) == 0);
+        if (got && (r.value_len != strlen(want) || memcmp(r.value, want, r.value_len) != 0))
+            fprintf(stderr, "\nwant %s\ngot  %.*s\n", want, (int)r.value_len,
+                    (const char *)r.value);
+        CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0);
+    }
+    ks_driver_close(drv);
+}
+
 static void test_lazy(void)
 {
     char dir[] = "/tmp/ks-test-fkjoins-XXXXXX";
@@ -575,6 +622,7 @@ void ks_test_register_fk_joins(void)
     CU_add_test(s, "through the repartition topics the engine inserts", test_auto_topics);
     CU_add_test(s, "one node, type: join.fk, its two topics", test_one_node);
     CU_add_test(s, "join.fk: topic names and YAML errors at FILE:LINE:COL", test_one_node_yaml);
+    CU_add_test(s, "foreign keys: numbers, strings, nothing usable is no error", test_key_values);
     CU_add_test(s, "lagging topics: stale responses dropped, final join equals the model",
                 test_lazy);
 }
