@@ -554,6 +554,34 @@ static void test_key_values(void)
     ks_driver_close(drv);
 }
 
+/* functions: { joiner: ... } stays with the join.fk node (its resolver). */
+static void test_function_joiner(void)
+{
+    static const char *yaml =
+        "application: fkf\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "sources: { events: { topic: events, key: string, value: json } }\n"
+        "tables:\n"
+        "  orders: { topic: orders, key: string, value: json }\n"
+        "  customers: { topic: customers, key: string, value: json }\n"
+        "nodes:\n"
+        "  - { name: j, type: join.fk, from: orders, functions: { joiner: joiner.concat },\n"
+        "      config: { right: customers, foreign_key: /c, kind: left } }\n"
+        "sinks: [ { name: out, from: j, topic: t1, key: string, value: string } ]\n";
+    ks_driver *drv = open_fk(yaml, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "x", 1, "1", 1, 5), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o", 1, "{\"c\":\"x\"}", 9, 7), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "p", 1, "{\"c\":\"y\"}", 9, 8), 0);
+    ks_driver_record r;
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    CU_ASSERT(r.value_len == 11 && memcmp(r.value, "{\"c\":\"x\"}|1", 11) == 0);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    CU_ASSERT(r.value_len == 11 && memcmp(r.value, "{\"c\":\"y\"}|-", 11) == 0);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0);
+    ks_driver_close(drv);
+}
+
 static void test_lazy(void)
 {
     char dir[] = "/tmp/ks-test-fkjoins-XXXXXX";
@@ -623,6 +651,7 @@ void ks_test_register_fk_joins(void)
     CU_add_test(s, "one node, type: join.fk, its two topics", test_one_node);
     CU_add_test(s, "join.fk: topic names and YAML errors at FILE:LINE:COL", test_one_node_yaml);
     CU_add_test(s, "foreign keys: numbers, strings, nothing usable is no error", test_key_values);
+    CU_add_test(s, "a joiner function of a plugin", test_function_joiner);
     CU_add_test(s, "lagging topics: stale responses dropped, final join equals the model",
                 test_lazy);
 }
