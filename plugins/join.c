@@ -29,7 +29,8 @@
  * value that is not JSON is poison.
  *
  * join.streams, the windowed stream-stream join, is in join_streams.c;
- * the joiners all three share in joiner.c.
+ * the foreign-key join join.fk_subscribe / fk_register / fk_resolve in
+ * join_fk.c; the joiners they all share in joiner.c.
  *
  * join.tables reads the updates of two tables (`from: [a, b]`, config
  * `left: a`, `right: b`; the engine gives the node both tables' stores):
@@ -48,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "join_fk.h"
 #include "join_streams.h"
 #include "joiner.h"
 #include "keyed.h"
@@ -312,8 +314,9 @@ static const ks_processor_type tables_type = {
     .close = join_close,
 };
 
-static const ks_processor_type *const types[] = {&join_type, &tables_type,
-                                                 &ks_join_streams_type};
+static const ks_processor_type *const types[] = {
+    &join_type, &tables_type, &ks_join_streams_type, &ks_join_fk_subscribe_type,
+    &ks_join_fk_register_type, &ks_join_fk_resolve_type};
 
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
@@ -321,12 +324,13 @@ static const ks_plugin_descriptor descriptor = {
     .version = "1.3",
     .build_id = KS_BUILD_ID,
     .processors = types,
-    .processor_count = 3,
+    .processor_count = sizeof types / sizeof types[0],
 };
 
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)
 {
     host = api;
     ks_join_streams_set_host(api);
+    ks_join_fk_set_host(api);
     return &descriptor;
 }

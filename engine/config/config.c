@@ -352,7 +352,7 @@ static int parse_top(pctx *c, const ks_ynode *root)
         default_dead_letter(c, root, f.val[T_APPLICATION]) != 0)
         return -1;
 
-    if (check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
+    if (expand_fk_joins(c) != 0 || check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
         link_tables(c) != 0 || add_used_stores(c) != 0 || check_unused_stores(c) != 0)
         return -1;
     return 0;

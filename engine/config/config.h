@@ -130,6 +130,9 @@ typedef struct ks_cfg_node {
     int32_t repartition_partitions; /* `repartition: { partitions: N }`;
                                        0: the sources' count         */
     ks_mark repartition_mark;     /* of the `repartition:` key          */
+    char *repartition_topic;      /* that topic's name when not the
+                                     default <app>-<node>-repartition (a
+                                     foreign-key join's, config_fk.c)   */
     char *table;                  /* `table:` the table it looks up, or
                                      NULL; its store is stores[0]      */
     ks_mark table_mark;

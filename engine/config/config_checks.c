@@ -66,16 +66,13 @@ int ks_cfg_check_names(pctx *c)
     return rc;
 }
 
-static const ks_cfg_scalar *config_item(const ks_cfg_node *n, const char *key);
-
 /* The shipped join's `key:` (a lookup key from the value) needs a global
  * table: a table of the task is looked up by the record key it is
  * co-partitioned by. It must be a JSON pointer. */
 static int check_join_key(pctx *c, const ks_cfg_node *n)
 {
-    const ks_cfg_scalar *k = config_item(n, "key");
-    if (!k || !n->plugin || strcmp(n->plugin, "join") != 0 || !n->processor ||
-        strcmp(n->processor, "join") != 0)
+    const ks_cfg_scalar *k = ks_cfg_scalars_find(&n->config, "key");
+    if (!k || !ks_cfg_node_is(n, "join", "join"))
         return 0;
     if (!n->table || !ks_pipeline_global(c->p, n->table))
         return FAIL_MARK(c, k->mark,

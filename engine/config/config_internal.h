@@ -203,6 +203,13 @@ int ks_cfg_parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 /* Cross checks (config_checks.c), run in this order by parse_top      */
 /* ------------------------------------------------------------------ */
 
+/* Each foreign-key join node (`type: join.fk`) unfolded into the three
+ * nodes of its protocol (config_fk.c): appended NAME-subscribe and
+ * NAME-register, the node itself becoming the resolver. 0, or -1 with
+ * FILE:LINE:COL (a left or right side that is not a table, a missing
+ * `right:` or `foreign_key:`, `table:` or `store:` set). */
+int ks_cfg_expand_fk_joins(pctx *c);
+#define expand_fk_joins(c) ks_cfg_expand_fk_joins(c)
 /* Names unique among sources, nodes and sinks. */
 int ks_cfg_check_names(pctx *c);
 #define check_names(c) ks_cfg_check_names(c)

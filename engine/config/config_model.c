@@ -135,6 +135,7 @@ void ks_pipeline_free(ks_pipeline *p)
         free(n->functions);
         free_scalars(&n->window);
         free(n->table);
+        free(n->repartition_topic);
     }
     free(p->nodes);
     for (size_t i = 0; i < p->sink_count; i++) {

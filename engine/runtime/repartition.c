@@ -104,7 +104,10 @@ static int topic_taken(const ks_pipeline *p, const char *topic)
 static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen)
 {
     char topic[600], src[300];
-    ks_repartition_topic(p, n->name, topic, sizeof topic);
+    if (n->repartition_topic)
+        snprintf(topic, sizeof topic, "%s", n->repartition_topic);
+    else
+        ks_repartition_topic(p, n->name, topic, sizeof topic);
     snprintf(src, sizeof src, "%s-repartition-source", n->name);
     const ks_mark *at = n->repartition ? &n->repartition_mark : &n->type_mark;
     if (strlen(topic) > 249)
