@@ -19,8 +19,18 @@
  *    stream value lacks (both must be JSON objects, else the record is
  *    poison: KS_SKIP).
  *
+ * With a global table (`global_tables:`, read whole by every process) the
+ * lookup key may come from the stream record's value: config `key:` is a
+ * JSON pointer (`/customer_id`; a string member gives its text, another
+ * value its JSON text), as Kafka Streams' KStream#join(GlobalKTable,
+ * KeyValueMapper, ...). The record key is then not needed (a record
+ * without one is joined too); a value without that member has no match
+ * (inner: no output, metric unmatched; left: the table side null), a
+ * value that is not JSON is poison.
+ *
  * join.streams, the windowed stream-stream join, is in join_streams.c;
- * the joiners all three share in joiner.c.
+ * the foreign-key join join.fk_subscribe / fk_register / fk_resolve in
+ * join_fk.c; the joiners they all share in joiner.c.
  *
  * join.tables reads the updates of two tables (`from: [a, b]`, config
  * `left: a`, `right: b`; the engine gives the node both tables' stores):
@@ -39,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "join_fk.h"
 #include "join_streams.h"
 #include "joiner.h"
 #include "keyed.h"
@@ -54,6 +65,9 @@ typedef struct join_state {
     int outer;           /* 1: outer (table-table joins only) */
     ks_joiner joiner;
     ks_keyed keyed;
+    const char *key_ptr; /* `key:` (borrowed from the config), or NULL */
+    char *key_buf;       /* the decoded lookup key; owned */
+    size_t key_cap;
 } join_state;
 
 static const ks_config_field fields[] = {
@@ -62,6 +76,9 @@ static const ks_config_field fields[] = {
     {"joiner", KS_CONFIG_STRING, 0, "pair",
      "built-in JSON joiner: pair ({\"left\":..,\"right\":..}) or merge (object members); "
      "ignored when functions: { joiner: ... } names one"},
+    {"key", KS_CONFIG_STRING, 0, NULL,
+     "global tables: JSON pointer into the stream value giving the lookup key "
+     "(default: the record key)"},
 };
 
 static ks_verdict join_init(ks_ctx *ctx, void **state)
@@ -81,6 +98,16 @@ static ks_verdict join_init(ks_ctx *ctx, void **state)
     if (left < 0)
         return KS_FATAL;
     s->left = left;
+    const char *ptr = NULL;
+    if (host->config_string(ctx, "key", &ptr) == 0 && ptr) {
+        if (!KS_API_HAS(host, json_find) || (ptr[0] && ptr[0] != '/')) {
+            host->log(ctx, KS_LOG_ERROR, "join: node '%s': key '%s' is not a JSON pointer "
+                                         "(\"/field\", or \"\" for the whole value)",
+                      host->node_name(ctx), ptr);
+            return KS_FATAL;
+        }
+        s->key_ptr = ptr;
+    }
     return ks_joiner_init(&s->joiner, host, ctx);
 }
 
@@ -88,8 +115,10 @@ static void join_close(ks_ctx *ctx, void *state)
 {
     (void)ctx;
     join_state *s = state;
-    if (s)
+    if (s) {
         ks_joiner_free(&s->joiner);
+        free(s->key_buf);
+    }
     free(s);
 }
 
@@ -119,15 +148,68 @@ static int table_get(ks_ctx *ctx, join_state *s, ks_store *st, ks_bytes key, ks_
     return 0;
 }
 
+/* The lookup key at s->key_ptr in rec's value: 0 with *key (borrowed
+ * from rec or s->key_buf), 1 when the value has none (or one the store
+ * cannot hold), or a verdict + 2. */
+static int extract_key(ks_ctx *ctx, join_state *s, const ks_record *rec, ks_bytes *key)
+{
+    ks_json_span v;
+    int rc = host->json_find(rec->value, rec->value_len, s->key_ptr, &v);
+    if (rc == KS_JSON_MISSING || (rc == KS_JSON_FOUND && v.type == KS_JSON_NULL))
+        return 1;
+    if (rc != KS_JSON_FOUND) {
+        host->log(ctx, KS_LOG_WARN, "join: node '%s': poison record %s[%d]@%lld: value is "
+                                    "not JSON, no key at '%s'",
+                  host->node_name(ctx), rec->topic ? rec->topic : "-", (int)rec->partition,
+                  (long long)rec->offset, s->key_ptr);
+        return 2 + (int)KS_SKIP;
+    }
+    *key = (ks_bytes){v.data, v.len};
+    if (v.type == KS_JSON_STRING) { /* the text, not its JSON quoting */
+        size_t n = 0;
+        if (host->json_string(&v, NULL, 0, &n) != 0)
+            return 2 + (int)KS_SKIP;
+        if (n > s->key_cap) {
+            char *b = realloc(s->key_buf, n);
+            if (!b)
+                return 2 + (int)KS_RETRY;
+            s->key_buf = b;
+            s->key_cap = n;
+        }
+        host->json_string(&v, s->key_buf, s->key_cap, &n);
+        *key = (ks_bytes){s->key_buf, n};
+    }
+    return key->len == 0 || key->len > KS_KEY_MAX ? 1 : 0;
+}
+
+/* The lookup key of rec: the record key, or the one `key:` extracts. 0,
+ * 1 (no key: no match) or a verdict + 2 (v: KS_OK drops the record). */
+static int lookup_key(ks_ctx *ctx, join_state *s, const ks_record *rec, ks_bytes *key)
+{
+    ks_verdict v;
+    if (!s->key_ptr) {
+        if (ks_keyed_check(&s->keyed, ctx, rec, &v))
+            return 2 + (int)v;
+        *key = (ks_bytes){rec->key, rec->key_len};
+        return 0;
+    }
+    if (!rec->value) { /* a tombstone joins nothing, as with the record key */
+        host->metric_add(ctx, "null_values", 1);
+        return 2 + (int)KS_OK;
+    }
+    return extract_key(ctx, s, rec, key);
+}
+
 static ks_verdict join_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     join_state *s = state;
-    ks_verdict v;
-    if (ks_keyed_check(&s->keyed, ctx, rec, &v))
-        return v;
-    ks_bytes key = {rec->key, rec->key_len}, left = {rec->value, rec->value_len}, right;
+    ks_bytes key, left = {rec->value, rec->value_len}, right;
+    int rc = lookup_key(ctx, s, rec, &key);
+    if (rc >= 2)
+        return (ks_verdict)(rc - 2);
     int64_t ts = rec->timestamp;
-    int rc = table_get(ctx, s, s->table, key, &right, &ts);
+    if (rc == 0)
+        rc = table_get(ctx, s, s->table, key, &right, &ts);
     if (rc >= 2)
         return (ks_verdict)(rc - 2);
     if (rc == 1 && !s->left) {
@@ -232,21 +314,23 @@ static const ks_processor_type tables_type = {
     .close = join_close,
 };
 
-static const ks_processor_type *const types[] = {&join_type, &tables_type,
-                                                 &ks_join_streams_type};
+static const ks_processor_type *const types[] = {
+    &join_type, &tables_type, &ks_join_streams_type, &ks_join_fk_subscribe_type,
+    &ks_join_fk_register_type, &ks_join_fk_resolve_type};
 
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "join",
-    .version = "1.2",
+    .version = "1.3",
     .build_id = KS_BUILD_ID,
     .processors = types,
-    .processor_count = 3,
+    .processor_count = sizeof types / sizeof types[0],
 };
 
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)
 {
     host = api;
     ks_join_streams_set_host(api);
+    ks_join_fk_set_host(api);
     return &descriptor;
 }

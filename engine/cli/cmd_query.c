@@ -11,6 +11,7 @@
 #include "cli/query_store.h"
 #include "cli/query_time.h"
 #include "config/config.h"
+#include "runtime/global_table.h"
 #include "runtime/topology.h"
 #include "state/layout.h"
 
@@ -363,6 +364,21 @@ static ks_exit read_partitions(const query_args *a, const ks_pipeline *p, ks_que
     char base[4096];
     int32_t *parts = NULL, one = (int32_t)a->partition;
     size_t nparts = 0;
+    const ks_cfg_store *st = ks_pipeline_store(p, a->store);
+    if (st && st->global) { /* one environment for the process, no partitions */
+        int missing = 0;
+        ks_global_dir(p, base, sizeof base);
+        q->partition = -1;
+        ks_exit rc = ks_query_partition(q, base, &missing, err);
+        *present = !missing;
+        if (missing && rc == KS_EXIT_OK) {
+            fprintf(err, "kstreams query: %s: no global store (has the pipeline run with "
+                         "this state_dir?)\n",
+                    base);
+            return KS_EXIT_NOT_FOUND;
+        }
+        return rc;
+    }
     ks_layout_app_dir(p->state_dir, p->application, base, sizeof base);
     if (ks_query_list_partitions(base, &parts, &nparts) != 0) {
         fprintf(err, "kstreams query: %s: no state directory (has the pipeline run with "

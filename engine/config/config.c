@@ -184,14 +184,15 @@ enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
     T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
-    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_N
+    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_GLOBAL_TABLES, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
     "state_dir",   "workers",        "replication_factor", "plugins",
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
-    "outbox",      "stall_warning_ms", "tables",           "rollback"};
+    "outbox",      "stall_warning_ms", "tables",           "rollback",
+    "global_tables"};
 
 /* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
 static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
@@ -331,6 +332,9 @@ static int parse_top(pctx *c, const ks_ynode *root)
         return -1;
     if ((v = f.val[T_TABLES]) && f.val[T_SOURCES] && parse_tables(c, f.key[T_TABLES], v) != 0)
         return -1;
+    if ((v = f.val[T_GLOBAL_TABLES]) && f.val[T_SOURCES] &&
+        parse_global_tables(c, f.key[T_GLOBAL_TABLES], v) != 0)
+        return -1;
     if ((v = f.val[T_NODES]) && parse_nodes(c, f.key[T_NODES], v) != 0)
         return -1;
     if ((v = f.val[T_SINKS]) && parse_sinks(c, f.key[T_SINKS], v) != 0)
@@ -348,7 +352,7 @@ static int parse_top(pctx *c, const ks_ynode *root)
         default_dead_letter(c, root, f.val[T_APPLICATION]) != 0)
         return -1;
 
-    if (check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
+    if (expand_fk_joins(c) != 0 || check_names(c) != 0 || check_refs(c) != 0 || check_cycles(c) != 0 ||
         link_tables(c) != 0 || add_used_stores(c) != 0 || check_unused_stores(c) != 0)
         return -1;
     return 0;

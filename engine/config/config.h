@@ -83,6 +83,10 @@ typedef struct ks_cfg_source {
      * `table_store` (an index into pipeline->stores), not a stream */
     int table;
     int table_store;
+    /* 1: a global table (`global_tables:`, in pipeline->globals, never in
+     * sources): read whole by every process into a store shared by its
+     * tasks (runtime/global_table.h); table_store is its store */
+    int global;
 } ks_cfg_source;
 
 typedef struct ks_cfg_store {
@@ -93,6 +97,8 @@ typedef struct ks_cfg_store {
                            because a node names it (mark = that use)  */
     int table;          /* 1: the store of the table of the same name: its
                            topic is its changelog; plugins only read it */
+    int global;         /* 1: also a global table's: one per process, shared
+                           by the tasks, not in their environments */
     ks_mark mark;
 } ks_cfg_store;
 
@@ -124,6 +130,9 @@ typedef struct ks_cfg_node {
     int32_t repartition_partitions; /* `repartition: { partitions: N }`;
                                        0: the sources' count         */
     ks_mark repartition_mark;     /* of the `repartition:` key          */
+    char *repartition_topic;      /* that topic's name when not the
+                                     default <app>-<node>-repartition (a
+                                     foreign-key join's, config_fk.c)   */
     char *table;                  /* `table:` the table it looks up, or
                                      NULL; its store is stores[0]      */
     ks_mark table_mark;
@@ -228,6 +237,8 @@ typedef struct ks_pipeline {
     ks_cfg_store *stores;
     size_t store_count;
     ks_cfg_outbox *outbox;           /* `outbox:`; NULL when absent */
+    ks_cfg_source *globals;          /* `global_tables:`, global set */
+    size_t global_count;
 } ks_pipeline;
 
 /*
@@ -249,6 +260,8 @@ void ks_pipeline_free(ks_pipeline *p);
 
 /* Lookups; return NULL when absent. Borrowed from p. */
 const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name);
+/* The global table (`global_tables:`) named `name`, or NULL. Borrowed. */
+const ks_cfg_source *ks_pipeline_global(const ks_pipeline *p, const char *name);
 const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name);
 const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name);
 /* The item `key` of a `config:` or `window:` mapping, or NULL. Borrowed. */

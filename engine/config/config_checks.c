@@ -37,7 +37,7 @@ static int named_cmp(const void *a, const void *b)
 int ks_cfg_check_names(pctx *c)
 {
     ks_pipeline *p = c->p;
-    size_t n = p->source_count + p->node_count + p->sink_count, k = 0;
+    size_t n = p->source_count + p->global_count + p->node_count + p->sink_count, k = 0;
     named *all = calloc(n ? n : 1, sizeof *all);
     int rc = 0;
 
@@ -46,6 +46,8 @@ int ks_cfg_check_names(pctx *c)
     for (size_t i = 0; i < p->source_count; i++)
         all[k++] = (named){p->sources[i].name, p->sources[i].table ? "table" : "source",
                            p->sources[i].mark};
+    for (size_t i = 0; i < p->global_count; i++)
+        all[k++] = (named){p->globals[i].name, "global table", p->globals[i].mark};
     for (size_t i = 0; i < p->node_count; i++)
         all[k++] = (named){p->nodes[i].name, "node", p->nodes[i].name_mark};
     for (size_t i = 0; i < p->sink_count; i++)
@@ -64,10 +66,34 @@ int ks_cfg_check_names(pctx *c)
     return rc;
 }
 
+/* The shipped join's `key:` (a lookup key from the value) needs a global
+ * table: a table of the task is looked up by the record key it is
+ * co-partitioned by. It must be a JSON pointer. */
+static int check_join_key(pctx *c, const ks_cfg_node *n)
+{
+    const ks_cfg_scalar *k = ks_cfg_scalars_find(&n->config, "key");
+    if (!k || !ks_cfg_node_is(n, "join", "join"))
+        return 0;
+    if (!n->table || !ks_pipeline_global(c->p, n->table))
+        return FAIL_MARK(c, k->mark,
+                         "node '%s': `key:` looks records up in a global table only (under "
+                         "'global_tables'); a table of `tables:` is looked up by the record "
+                         "key, which it is partitioned by",
+                         n->name);
+    if (!k->value || (k->value[0] && k->value[0] != '/'))
+        return FAIL_MARK(c, k->mark,
+                         "node '%s': key '%s' is not a JSON pointer; expected \"/field\" "
+                         "(or \"\" for the whole value)",
+                         n->name, k->value ? k->value : "");
+    return 0;
+}
+
 /* A node reads a table through `table:` (its store is then the node's
  * first), never as one of its own `store:`s; the shipped `join` needs one. */
 static int check_table_refs(pctx *c, const ks_cfg_node *n)
 {
+    if (check_join_key(c, n) != 0)
+        return -1;
     const ks_pipeline *p = c->p;
     for (size_t k = 0; k < n->store_count; k++) {
         const ks_cfg_store *st = ks_pipeline_store(p, n->stores[k]);
@@ -79,10 +105,11 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
     }
     if (n->table) {
         const ks_cfg_source *t = ks_pipeline_source(p, n->table);
-        if (!t || !t->table)
+        if (!ks_pipeline_global(p, n->table) && (!t || !t->table))
             return FAIL_MARK(c, n->table_mark,
-                             "node '%s': unknown table '%s' (not under 'tables')", n->name,
-                             n->table);
+                             "node '%s': unknown table '%s' (not under 'tables' or "
+                             "'global_tables')",
+                             n->name, n->table);
     } else if (ks_cfg_node_is(n, "join", "join")) {
         return FAIL_MARK(c, n->mark, "node '%s': type '%s' needs `table:` (the table it "
                                      "looks records up in)",
@@ -176,6 +203,11 @@ int ks_cfg_check_refs(pctx *c)
     for (size_t i = 0; i < p->node_count; i++) {
         const ks_cfg_node *n = &p->nodes[i];
         for (size_t k = 0; k < n->from_count; k++) {
+            if (ks_pipeline_global(p, n->from[k])) /* its updates reach no task */
+                return FAIL_MARK(c, n->from_marks[k],
+                                 "node '%s': '%s' is a global table, which is no input; "
+                                 "look records up in it with `table: %s`",
+                                 n->name, n->from[k], n->from[k]);
             if (!is_input(p, n->from[k]))
                 return FAIL_MARK(c, n->from_marks[k],
                                  "node '%s': unknown input '%s' (not a source "

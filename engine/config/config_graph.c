@@ -205,6 +205,48 @@ int ks_cfg_parse_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v)
     return 0;
 }
 
+/* `global_tables:` - in pipeline->globals, each with a store of its name
+ * (global, read-only to plugins, no changelog: the topic is read whole).
+ * Topics are read by one kind only, as for tables. */
+int ks_cfg_parse_global_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    ks_pipeline *p = c->p;
+    int r = want_map(c, kn, v, 1);
+    if (r != 0)
+        return r < 0 ? -1 : 0;
+    p->globals = calloc(v->count + 1, sizeof *p->globals);
+    if (!p->globals)
+        return oom(c, v);
+    for (size_t i = 0; i < v->count; i++) {
+        ks_cfg_source *s = &p->globals[p->global_count++];
+        if (parse_source(c, v->pairs[i].key, v->pairs[i].value, s, "global table") != 0)
+            return -1;
+        for (size_t j = 0; j < p->source_count + p->global_count - 1; j++) {
+            const ks_cfg_source *o = j < p->source_count ? &p->sources[j]
+                                                         : &p->globals[j - p->source_count];
+            if (strcmp(o->topic, s->topic) == 0)
+                return FAIL_MARK(c, s->topic_mark,
+                                 "global table '%s': topic '%s' is already read by %s '%s'; "
+                                 "a topic is read either as a stream or as one table",
+                                 s->name, s->topic,
+                                 o->global ? "global table" : o->table ? "table" : "source",
+                                 o->name);
+        }
+        const ks_cfg_store *known = ks_pipeline_store(p, s->name);
+        ks_cfg_store *st = known ? &p->stores[known - p->stores]
+                                 : store_add(c, v->pairs[i].key, s->name, s->mark, 1);
+        if (!st)
+            return -1;
+        st->table = 1; /* plugins read it only */
+        st->global = 1;
+        st->changelog = 0;
+        s->table = 1;
+        s->global = 1;
+        s->table_store = (int)(st - p->stores);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Nodes                                                               */
 /* ------------------------------------------------------------------ */

@@ -11,7 +11,7 @@
  *   config_model.c    lookups in a parsed pipeline and ks_pipeline_free
  *   config_schema.c   error reporting, mappings with a fixed set of keys,
  *                     and the typed value readers (want_*)
- *   config_graph.c    stores:, sources:, tables:, nodes:, sinks:
+ *   config_graph.c    stores:, sources:, tables:, global_tables:, nodes:, sinks:
  *   config_outbox.c   outbox: (both backends)
  *   config_checks.c   the cross checks after every key is read (names
  *                     unique, references, cycles, stores used/declared)
@@ -101,7 +101,7 @@ int ks_cfg_split_ref(const char *text, int colon_ok, int single_ok, char **plugi
 /* Mappings with a fixed set of keys (config_schema.c)                 */
 /* ------------------------------------------------------------------ */
 
-#define MAX_FIELDS 20
+#define MAX_FIELDS 24
 
 typedef struct fields {
     const ks_ynode *key[MAX_FIELDS];
@@ -190,6 +190,8 @@ int ks_cfg_parse_sources(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 #define parse_sources(c, kn, v) ks_cfg_parse_sources(c, kn, v)
 int ks_cfg_parse_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 #define parse_tables(c, kn, v) ks_cfg_parse_tables(c, kn, v)
+int ks_cfg_parse_global_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v);
+#define parse_global_tables(c, kn, v) ks_cfg_parse_global_tables(c, kn, v)
 int ks_cfg_parse_nodes(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 #define parse_nodes(c, kn, v) ks_cfg_parse_nodes(c, kn, v)
 int ks_cfg_parse_sinks(pctx *c, const ks_ynode *kn, const ks_ynode *v);
@@ -201,6 +203,13 @@ int ks_cfg_parse_outbox(pctx *c, const ks_ynode *kn, const ks_ynode *v);
 /* Cross checks (config_checks.c), run in this order by parse_top      */
 /* ------------------------------------------------------------------ */
 
+/* Each foreign-key join node (`type: join.fk`) unfolded into the three
+ * nodes of its protocol (config_fk.c): appended NAME-subscribe and
+ * NAME-register, the node itself becoming the resolver. 0, or -1 with
+ * FILE:LINE:COL (a left or right side that is not a table, a missing
+ * `right:` or `foreign_key:`, `table:` or `store:` set). */
+int ks_cfg_expand_fk_joins(pctx *c);
+#define expand_fk_joins(c) ks_cfg_expand_fk_joins(c)
 /* Names unique among sources, nodes and sinks. */
 int ks_cfg_check_names(pctx *c);
 #define check_names(c) ks_cfg_check_names(c)

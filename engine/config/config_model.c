@@ -23,6 +23,14 @@ const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name)
     return NULL;
 }
 
+const ks_cfg_source *ks_pipeline_global(const ks_pipeline *p, const char *name)
+{
+    for (size_t i = 0; p && name && i < p->global_count; i++)
+        if (p->globals[i].name && strcmp(p->globals[i].name, name) == 0)
+            return &p->globals[i];
+    return NULL;
+}
+
 const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name)
 {
     if (!p || !name)
@@ -103,6 +111,11 @@ void ks_pipeline_free(ks_pipeline *p)
         free(p->sources[i].topic);
     }
     free(p->sources);
+    for (size_t i = 0; i < p->global_count; i++) {
+        free(p->globals[i].name);
+        free(p->globals[i].topic);
+    }
+    free(p->globals);
     for (size_t i = 0; i < p->node_count; i++) {
         ks_cfg_node *n = &p->nodes[i];
         free(n->name);
@@ -122,6 +135,7 @@ void ks_pipeline_free(ks_pipeline *p)
         free(n->functions);
         free_scalars(&n->window);
         free(n->table);
+        free(n->repartition_topic);
     }
     free(p->nodes);
     for (size_t i = 0; i < p->sink_count; i++) {

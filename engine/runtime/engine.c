@@ -16,6 +16,7 @@
 #include "outbox/outbox_service.h"
 #include "http/metrics.h"
 #include "runtime/crash.h"
+#include "runtime/global_thread.h"
 #include "runtime/reload.h"
 #include "runtime/worker.h"
 #include "state/layout.h"
@@ -169,7 +170,20 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     }
     if (ks_crash_install(crash_path, history, err, sizeof err) != 0)
         ks_warn("engine", "crash reports are off: %s", err);
-    eng.workers = calloc((size_t)p->workers, sizeof *eng.workers);
+    /* global tables are complete before any task processes (restored to
+     * their end), then followed by a thread of their own */
+    ks_global_thread *globals = NULL;
+    err[0] = '\0';
+    if (ks_global_thread_start(&eng, &globals, &eng.global, err, sizeof err) != 0) {
+        if (ks_engine_stopping(&eng)) { /* a stop during the restore: clean */
+            ks_info("engine", "stopped while restoring the global tables");
+        } else {
+            ks_engine_stop(&eng, 1, err);
+            ks_error("engine", "%s", err);
+        }
+    }
+    eng.workers = ks_engine_stopping(&eng) ? NULL : calloc((size_t)p->workers,
+                                                           sizeof *eng.workers);
     for (int i = 0; eng.workers && i < p->workers; i++) {
         if (ks_worker_start(&eng, i, &eng.workers[i], err, sizeof err) != 0) {
             ks_engine_stop(&eng, 1, err);
@@ -187,6 +201,7 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     for (int i = 0; i < eng.worker_count; i++)
         ks_worker_join(eng.workers[i]);
     free(eng.workers);
+    ks_global_thread_stop(globals); /* after the workers: they read its store */
     ks_reload_free(eng.reload); /* after the workers: closes retired builds */
     ks_outbox_service_stop(outbox);
     ks_metrics_free(eng.metrics); /* after the outbox: its dispatcher writes there */

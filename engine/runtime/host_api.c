@@ -188,10 +188,20 @@ static int api_store(ks_ctx *ctx, const char *name, ks_store **out)
 
 static int store_ok(ks_store *st) { return st && ctx_ok(st->ctx) && st->db; }
 
+/* A global table's store: read from the process's global environment. */
+static int is_global(const ks_store *st)
+{
+    return st->ctx->task->topo->pipeline->stores[st->index].global;
+}
+
 static int api_store_get(ks_store *st, ks_bytes key, ks_bytes *value)
 {
     if (!store_ok(st) || !value)
         return KS_ERR_INVALID;
+    if (is_global(st))
+        return st->ctx->task->io.global
+                   ? ks_global_get(st->ctx->task->io.global, &st->global, st->index, key, value)
+                   : KS_ERR_NOT_FOUND;
     return ks_store_get(st->db, key, value);
 }
 
@@ -231,6 +241,10 @@ static int api_store_range(ks_store *st, ks_bytes from, ks_bytes to, ks_range_cb
 {
     if (!store_ok(st) || !cb)
         return KS_ERR_INVALID;
+    if (is_global(st))
+        return st->ctx->task->io.global ? ks_global_range(st->ctx->task->io.global, &st->global,
+                                                          st->index, from, to, cb, arg)
+                                        : 0;
     return ks_store_range(st->db, from, to, cb, arg);
 }
 

@@ -19,10 +19,17 @@ static int is_changer(const ks_topo_node *n)
     return n->kind == KS_NODE_PROCESSOR && (n->ptype->flags & KS_PROC_CHANGES_KEY);
 }
 
-static int is_stateful(const ks_topo_node *n)
+/* Keyed, or with a store of the task: a global table's store holds every
+ * key in every task, so a node that reads only such stores (a
+ * stream-global-table join) needs no repartition after a key change. */
+static int is_stateful(const ks_pipeline *p, const ks_topo_node *n)
 {
-    return n->kind == KS_NODE_PROCESSOR &&
-           ((n->ptype->flags & KS_PROC_KEYED) || n->store_count > 0);
+    if (n->kind != KS_NODE_PROCESSOR)
+        return 0;
+    int local = 0;
+    for (size_t s = 0; s < n->store_count; s++)
+        local |= !p->stores[n->stores[s]].global;
+    return (n->ptype->flags & KS_PROC_KEYED) || local;
 }
 
 /* Nodes in an order where every parent comes before its children (Kahn;
@@ -97,7 +104,10 @@ static int topic_taken(const ks_pipeline *p, const char *topic)
 static int insert_topic(ks_pipeline *p, ks_cfg_node *n, char *err, size_t errlen)
 {
     char topic[600], src[300];
-    ks_repartition_topic(p, n->name, topic, sizeof topic);
+    if (n->repartition_topic)
+        snprintf(topic, sizeof topic, "%s", n->repartition_topic);
+    else
+        ks_repartition_topic(p, n->name, topic, sizeof topic);
     snprintf(src, sizeof src, "%s-repartition-source", n->name);
     const ks_mark *at = n->repartition ? &n->repartition_mark : &n->type_mark;
     if (strlen(topic) > 249)
@@ -192,7 +202,7 @@ int ks_repartition_plan(ks_topology *t, char *err, size_t errlen)
         if (x->kind != KS_NODE_PROCESSOR)
             continue;
         int need = x->cfg->repartition;
-        if (!need && is_stateful(x)) {
+        if (!need && is_stateful(t->pipeline, x)) {
             memset(seen, 0, n);
             need = changed_upstream(t, x->index, cut, seen);
         }

@@ -102,3 +102,14 @@ void ks_store_changelog(const ks_topology *t, int store, char *buf, size_t len)
     else
         ks_changelog_topic(t, t->pipeline->stores[store].name, buf, len);
 }
+
+void ks_table_release_global_reads(ks_task *task)
+{
+    if (!task->io.global)
+        return;
+    for (size_t i = 0; task->live && i < task->topo->node_count; i++) {
+        struct ks_ctx *ctx = task->live[i];
+        for (size_t s = 0; ctx && ctx->stores && s < ctx->node->store_count; s++)
+            ks_global_reader_reset(&ctx->stores[s].global);
+    }
+}

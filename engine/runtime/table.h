@@ -47,4 +47,10 @@ void ks_store_changelog(const ks_topology *t, int store, char *buf, size_t len);
 int ks_table_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *value,
                          int64_t timestamp, int64_t offset);
 
+/* End the global-store snapshots the task's processors read through
+ * (global_table.h) once a record or punctuation is done: values they
+ * borrowed are not valid past it anyway, and an idle task must not keep
+ * the global thread from reusing pages. */
+void ks_table_release_global_reads(ks_task *task);
+
 #endif /* KS_TABLE_H */

@@ -155,6 +155,8 @@ static void stop_ctx(struct ks_ctx *ctx)
         ks_crash_leave(&cs);
     }
     ctx->inited = 0;
+    for (size_t s = 0; ctx->stores && s < ctx->node->store_count; s++)
+        ks_global_reader_end(&ctx->stores[s].global);
     free(ctx->stores);
     ctx->stores = NULL;
     ks_json_writer_free(ctx->json);
@@ -309,6 +311,7 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
         }
     }
     task->current = NULL;
+    ks_table_release_global_reads(task);
     return task->verdict;
 }
 
@@ -337,6 +340,7 @@ ks_verdict ks_task_punctuate_wallclock(ks_task *task, int64_t now_ms)
             s->next = now_ms + s->interval;
         }
     }
+    ks_table_release_global_reads(task);
     return task->verdict;
 }
 

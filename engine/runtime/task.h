@@ -13,6 +13,7 @@
 
 #include "kstreams/kstreams.h"
 #include "state/store.h"
+#include "runtime/global_table.h"
 #include "runtime/topology.h"
 
 typedef struct ks_task ks_task;
@@ -33,6 +34,9 @@ typedef struct ks_task_io {
     int (*emit_topic)(void *arg, ks_task *task, const char *topic, const ks_record *rec);
     /* Where plugin counters (api->metric_add) go; may be NULL. */
     struct ks_metrics *metrics;
+    /* The process's global tables (global_table.h), borrowed; NULL when
+     * the pipeline has none: a global store then reads as empty. */
+    struct ks_global *global;
 } ks_task_io;
 
 /* Phases: which host calls are allowed (checked where a call enters). */
@@ -50,6 +54,7 @@ struct ks_store {
     struct ks_ctx *ctx;
     int index; /* into pipeline->stores */
     ks_store_db *db;
+    ks_global_reader global; /* a global table's store: this handle's snapshot */
 };
 
 typedef struct ks_schedule {

@@ -46,6 +46,22 @@ static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *e
     return 0;
 }
 
+/* Global tables' topics: read whole by every process, so any partition
+ * count will do (no co-partitioning); created compacted when missing. */
+static int globals(rd_kafka_t *rk, const ks_pipeline *p, char *err, size_t errlen)
+{
+    static const char *const compact[] = {"cleanup.policy", "compact", NULL};
+    for (size_t i = 0; i < p->global_count; i++) {
+        const ks_cfg_source *s = &p->globals[i];
+        ks_topic_spec spec = {.topic = s->topic, .what = "global table", .create = s->create,
+                              .partitions = s->partitions,
+                              .replication = p->replication_factor, .configs = compact};
+        if (ks_topic_ensure(rk, &spec, NULL, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Topics the engine writes to (sinks, dead letters, outbox requests): any
  * partition count will do; created with `partitions` when missing. */
 static int output(rd_kafka_t *rk, const ks_pipeline *p, const char *topic, const char *what,
@@ -122,7 +138,7 @@ int ks_topic_plan_prepare(ks_topology *topo, char *err, size_t errlen)
         return -1;
     int32_t tasks = 0;
     int rc = -1;
-    if (sources(rk, p, &tasks, err, errlen) != 0)
+    if (sources(rk, p, &tasks, err, errlen) != 0 || globals(rk, p, err, errlen) != 0)
         goto out;
     if (repartitions(rk, p, tasks, err, errlen) != 0)
         goto out;

@@ -78,10 +78,22 @@ void ks_topology_print(const ks_topology *t, FILE *f)
         }
         print_children(t, n, f);
     }
+    for (size_t g = 0; g < p->global_count; g++)
+        fprintf(f, "  global table %s: topic %s (key %s, value %s; all partitions, every "
+                   "process) into store %s\n",
+                p->globals[g].name, p->globals[g].topic, ks_serde_name(p->globals[g].key_serde),
+                ks_serde_name(p->globals[g].value_serde),
+                p->stores[p->globals[g].table_store].name);
     if (p->store_count) {
         fprintf(f, "stores:\n");
         for (size_t s = 0; s < p->store_count; s++) {
             char topic[512];
+            if (p->stores[s].global) {
+                fprintf(f, "  %s: global, no changelog (read from its topic by every "
+                           "process)\n",
+                        p->stores[s].name);
+                continue;
+            }
             const ks_cfg_source *table = ks_table_of_store(p, (int)s);
             if (table)
                 snprintf(topic, sizeof topic, "%s (the table's own topic)", table->topic);

@@ -115,6 +115,7 @@ static int open_task(ks_worker *w, int32_t partition)
     if (w->a.tasks[partition])
         return 0;
     ks_task_io io = ks_collector_task_io(&w->out, w->eng->metrics);
+    io.global = w->eng->global;
     char err[1024];
     ks_task *task;
     if (ks_task_create(w->topo, partition, &io, &task, err, sizeof err) != 0) {

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "runtime/global_table.h"
 #include "runtime/task.h"
 #include "runtime/topology.h"
 #include "testdriver/testdriver_internal.h"
@@ -146,6 +147,29 @@ static int add_plugin_path(ks_pipeline *p, const char *extra)
 }
 
 /* Takes ownership of p. */
+/* The global tables' store under the state dir, shared by every task
+ * (io.global), piped to directly; offsets go on from what it holds. */
+static int open_globals(ks_driver *drv, char *err, size_t errlen)
+{
+    const ks_pipeline *p = drv->topo->pipeline;
+    char dir[4200];
+    ks_global_dir(p, dir, sizeof dir);
+    if (p->global_count == 0)
+        return 0;
+    drv->next_global = calloc(p->global_count, sizeof *drv->next_global);
+    if (!drv->next_global || ks_global_open(p, dir, &drv->global, err, errlen) != 0)
+        return -1;
+    for (size_t t = 0; t < p->global_count; t++)
+        for (int32_t part = 0; part < p->globals[t].partitions; part++) {
+            int64_t next;
+            if (ks_global_position(drv->global, (int)t, part, &next) == 0 &&
+                next > drv->next_global[t])
+                drv->next_global[t] = next;
+        }
+    drv->io.global = drv->global;
+    return 0;
+}
+
 static int driver_open(ks_pipeline *p, const ks_driver_options *opt, ks_driver **out,
                        char *err, size_t errlen)
 {
@@ -196,6 +220,10 @@ static int driver_open(ks_pipeline *p, const ks_driver_options *opt, ks_driver *
         goto fail;
     }
     drv->topo->partitions = drv->partitions;
+    if (open_globals(drv, err, errlen) != 0) {
+        rc = KS_ERR_IO;
+        goto fail;
+    }
     size_t nstores = drv->topo->pipeline->store_count;
     drv->tasks = calloc((size_t)drv->partitions, sizeof *drv->tasks);
     drv->next_input = calloc((size_t)drv->partitions, sizeof *drv->next_input);
@@ -282,6 +310,8 @@ void ks_driver_close(ks_driver *drv)
         for (int32_t p = 0; p < drv->partitions; p++)
             ks_task_destroy(drv->tasks[p]);
     }
+    ks_global_close(drv->global);
+    free(drv->next_global);
     ks_topology_free(drv->topo);
     for (size_t i = 0; i < drv->nout; i++)
         out_free(&drv->out[i]);

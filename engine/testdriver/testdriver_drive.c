@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/global_table.h"
 #include "runtime/serde.h"
 #include "runtime/task.h"
 #include "runtime/topology.h"
@@ -24,12 +25,45 @@ static const ks_topo_node *find_source(const ks_driver *drv, const char *name)
     return NULL;
 }
 
+/* A record piped to a global table: applied to the shared store at once
+ * (as the engine's global thread does), partitioned over the table's
+ * `partitions`; no task processes it. */
+static int pipe_global(ks_driver *drv, const ks_cfg_source *t, const ks_record *rec)
+{
+    const ks_pipeline *p = drv->topo->pipeline;
+    int gi = (int)(t - p->globals);
+    int32_t part = rec->partition >= 0 ? rec->partition
+                   : rec->key ? ks_driver_partition_for(rec->key, rec->key_len, t->partitions)
+                              : 0;
+    int64_t offset = drv->next_global[gi]++;
+    const char *why = NULL;
+    if (ks_serde_check(t->key_serde, rec->key, rec->key_len, &why) != 0 ||
+        ks_serde_check(t->value_serde, rec->value, rec->value_len, &why) != 0) {
+        set_err(drv, "poison record at %s/%d/%lld: %s", t->topic, (int)part,
+                (long long)offset, why);
+        return KS_SKIP;
+    }
+    ks_bytes key = {rec->key, rec->key_len}, val = {rec->value, rec->value_len};
+    int rc = ks_global_apply(drv->global, gi, part, offset, key, rec->value ? &val : NULL,
+                             rec->timestamp);
+    if (rc == 0)
+        rc = ks_global_commit(drv->global);
+    if (rc != 0) {
+        ks_global_abort(drv->global);
+        set_err(drv, "global table %s: the store write failed (%d)", t->name, rc);
+    }
+    return rc;
+}
+
 int ks_driver_pipe_record(ks_driver *drv, const char *source, const ks_record *rec)
 {
     if (!drv || drv->magic != KS_DRIVER_MAGIC || !rec)
         return KS_ERR_INVALID;
     drv->err[0] = '\0';
     const ks_topo_node *src = find_source(drv, source);
+    const ks_cfg_source *global = ks_pipeline_global(drv->topo->pipeline, source);
+    if (!src && global)
+        return pipe_global(drv, global, rec);
     if (!src) {
         set_err(drv, "no source named '%s' in %s", source ? source : "(null)",
                 drv->topo->pipeline->file);

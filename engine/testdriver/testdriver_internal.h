@@ -92,6 +92,8 @@ struct ks_driver {
     size_t ev_handed;      /* index+1 of the event last handed out, 0 none */
     unsigned char *buf;    /* store_get's copy */
     size_t buf_cap;
+    struct ks_global *global; /* the global tables' store, or NULL (io.global) */
+    int64_t *next_global;  /* per global table: next offset piped */
     char tmp[4096];        /* temporary root ("" when none) */
     char err[2048];
 };

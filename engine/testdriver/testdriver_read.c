@@ -157,7 +157,11 @@ int ks_driver_store_get(ks_driver *drv, const char *store, int32_t partition,
     }
     ks_task *task = drv->tasks[partition];
     ks_bytes v;
-    int rc = ks_store_get(task->dbs[s], (ks_bytes){key, key_len}, &v);
+    ks_global_reader gr = {0};
+    int rc = drv->topo->pipeline->stores[s].global
+                 ? (drv->global ? ks_global_get(drv->global, &gr, s, (ks_bytes){key, key_len}, &v)
+                                : KS_ERR_NOT_FOUND)
+                 : ks_store_get(task->dbs[s], (ks_bytes){key, key_len}, &v);
     if (rc == 0) {
         if (v.len + 1 > drv->buf_cap) {
             unsigned char *b = realloc(drv->buf, v.len + 1);
@@ -176,6 +180,7 @@ int ks_driver_store_get(ks_driver *drv, const char *store, int32_t partition,
         set_err(drv, "store '%s' of task-%d has no such key", store, (int)partition);
     }
     read_done(task);
+    ks_global_reader_end(&gr);
     return rc;
 }
 
@@ -193,6 +198,12 @@ int ks_driver_store_range(ks_driver *drv, const char *store, int32_t partition,
     int32_t first = partition < 0 ? 0 : partition;
     int32_t last = partition < 0 ? drv->partitions - 1 : partition;
     ks_bytes f = {from, from ? from_len : 0}, t = {to, to ? to_len : 0};
+    if (drv->topo->pipeline->stores[s].global) { /* one store for every task */
+        ks_global_reader gr = {0};
+        int rc = drv->global ? ks_global_range(drv->global, &gr, s, f, t, cb, arg) : 0;
+        ks_global_reader_end(&gr);
+        return rc;
+    }
     for (int32_t p = first; p <= last; p++) {
         ks_task *task = drv->tasks[p];
         int rc = ks_store_range(task->dbs[s], f, t, cb, arg);

@@ -158,10 +158,15 @@ int ks_driver_open_text(const char *name, const char *text, size_t len,
 void ks_driver_close(ks_driver *drv);
 
 /*
- * Pipe one record into source `source` (its name under `sources:`).
+ * Pipe one record into source `source` (its name under `sources:`, or a
+ * table's under `tables:`).
  * key/value are copied as needed before the call returns; NULL key = null
  * key, NULL value = tombstone. The partition is the key's (murmur2), or
  * round-robin for a null key.
+ * A record piped to a global table (`global_tables:`) is applied at once
+ * to the store all tasks share, as the engine's global thread does (its
+ * partition: the key's among the table's `partitions`); no processor runs
+ * for it, and its store reads the same from every partition.
  * Returns 0 when every processor returned KS_OK; KS_SKIP when a processor
  * returned skip or the key/value do not match the source's serde (a poison
  * record: the engine would apply the poison policy; the batch goes on);

@@ -87,7 +87,8 @@ static void test_yaml(void)
     parse_err(yaml, "j.yaml:9:5: node 'j': type 'join' needs `table:`");
     snprintf(yaml, sizeof yaml,
              HEAD "nodes:\n  - { name: j, type: join, from: orders, table: orders }\n%s", tail);
-    parse_err(yaml, "j.yaml:9:49: node 'j': unknown table 'orders' (not under 'tables')");
+    parse_err(yaml, "j.yaml:9:49: node 'j': unknown table 'orders' (not under 'tables' or "
+                    "'global_tables')");
     snprintf(yaml, sizeof yaml,
              HEAD "nodes:\n  - { name: j, type: count, from: orders, store: customers }\n%s",
              tail);

@@ -1,0 +1,261 @@
+/*
+ * global_thread.c - restore and follow the global tables (global_thread.h).
+ */
+#include "runtime/global_thread.h"
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "http/metrics.h"
+#include "kafka/kafka.h"
+
+#define BATCH 1000 /* records per LMDB commit: readers see them after it */
+
+struct ks_global_thread {
+    ks_engine *eng;
+    ks_global *store;
+    rd_kafka_t *consumer;
+    size_t *base;    /* per global table: index of its partition 0 in ended */
+    unsigned char *ended; /* per assigned partition: its end was reached */
+    uint64_t *applied;    /* per global table: records since the last flush */
+    pthread_t thread;
+    int running;
+    volatile int stop;
+};
+
+static rd_kafka_t *new_consumer(const ks_pipeline *p, char *err, size_t errlen)
+{
+    char group[600];
+    /* assign-only: the group.id only keeps librdkafka 2.0.2 from looping
+     * on _UNKNOWN_GROUP; nothing is committed */
+    snprintf(group, sizeof group, "%s-global", p->application);
+    const char *forced[] = {"group.id", group, "enable.auto.commit", "false",
+                            "isolation.level", "read_committed", "enable.partition.eof",
+                            "true", "auto.offset.reset", "earliest", NULL};
+    const char *defaults[] = {"fetch.wait.max.ms", "50", NULL};
+    rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
+    return conf ? ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create the global consumer",
+                               err, errlen)
+                : NULL;
+}
+
+/* The index of `topic` among p->globals, or -1. */
+static int table_of_topic(const ks_pipeline *p, const char *topic)
+{
+    for (size_t i = 0; i < p->global_count; i++)
+        if (strcmp(p->globals[i].topic, topic) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Assign every partition of every global topic, each from the position
+ * the store holds (the beginning when none). *count gets the number of
+ * partitions. 0 or -1 with err. */
+static int assign_all(ks_global_thread *t, size_t *count, char *err, size_t errlen)
+{
+    const ks_pipeline *p = t->eng->topo->pipeline;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
+    t->base = calloc(p->global_count, sizeof *t->base);
+    t->applied = calloc(p->global_count, sizeof *t->applied);
+    for (size_t i = 0; t->base && i < p->global_count; i++) {
+        const ks_cfg_source *g = &p->globals[i];
+        t->base[i] = (size_t)l->cnt;
+        int n = ks_kafka_partition_count(t->consumer, g->topic, 10000, err, errlen);
+        if (n <= 0) {
+            if (n == 0)
+                snprintf(err, errlen, "%s:%d:%d: global table '%s': topic %s does not exist",
+                         g->mark.file, g->mark.line, g->mark.col, g->name, g->topic);
+            rd_kafka_topic_partition_list_destroy(l);
+            return -1;
+        }
+        for (int32_t part = 0; part < n; part++) {
+            int64_t next;
+            rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(l, g->topic, part);
+            tp->offset = ks_global_position(t->store, (int)i, part, &next) == 0
+                             ? next
+                             : RD_KAFKA_OFFSET_BEGINNING;
+        }
+    }
+    *count = (size_t)l->cnt;
+    t->ended = calloc(*count + 1, 1);
+    if (!t->base || !t->ended || !t->applied) {
+        snprintf(err, errlen, "out of memory");
+        rd_kafka_topic_partition_list_destroy(l);
+        return -1;
+    }
+    rd_kafka_resp_err_t e = rd_kafka_assign(t->consumer, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e) {
+        snprintf(err, errlen, "global tables: assign: %s", rd_kafka_err2str(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Apply one fetched message. 1 when a partition reached its end for the
+ * first time (EOF), 0 for a record, a later end or a transient error, -1
+ * when the store failed. */
+static int apply(ks_global_thread *t, rd_kafka_message_t *m)
+{
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        int table = table_of_topic(t->eng->topo->pipeline, rd_kafka_topic_name(m->rkt));
+        if (table < 0 || m->partition < 0)
+            return 0;
+        unsigned char *e = &t->ended[t->base[table] + (size_t)m->partition];
+        int first = !*e;
+        *e = 1;
+        return first;
+    }
+    if (m->err) {
+        ks_warn("global", "global tables: %s", rd_kafka_message_errstr(m));
+        return 0;
+    }
+    const ks_pipeline *p = t->eng->topo->pipeline;
+    int table = table_of_topic(p, rd_kafka_topic_name(m->rkt));
+    if (table < 0)
+        return 0;
+    rd_kafka_timestamp_type_t tt;
+    int64_t ts = rd_kafka_message_timestamp(m, &tt);
+    t->applied[table]++;
+    ks_bytes key = {m->key, m->key ? m->key_len : 0}, val = {m->payload, m->len};
+    return ks_global_apply(t->store, table, m->partition, m->offset, key,
+                           m->payload ? &val : NULL, ts < 0 ? 0 : ts) == 0
+               ? 0
+               : -1;
+}
+
+/* Records applied per table, counted once per batch (one lock, not one
+ * per record): kstreams_global_records_total{table}. */
+static void flush_metrics(ks_global_thread *t)
+{
+    const ks_pipeline *p = t->eng->topo->pipeline;
+    for (size_t i = 0; i < p->global_count; i++) {
+        if (!t->applied[i])
+            continue;
+        char labels[300];
+        snprintf(labels, sizeof labels, "table=\"%s\"", p->globals[i].name);
+        ks_metrics_add(t->eng->metrics, "kstreams_global_records_total", labels,
+                       (double)t->applied[i]);
+        t->applied[i] = 0;
+    }
+}
+
+/* Poll up to BATCH records into one LMDB commit. Returns the number of
+ * partitions that reached their end, or -1 when the store failed. */
+static int poll_batch(ks_global_thread *t, int timeout_ms, size_t *applied)
+{
+    int eofs = 0;
+    for (int n = 0; n < BATCH; n++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(t->consumer, n ? 0 : timeout_ms);
+        if (!m)
+            break;
+        int rc = apply(t, m);
+        *applied += rc == 0 && !m->err;
+        rd_kafka_message_destroy(m);
+        if (rc < 0) {
+            ks_global_abort(t->store);
+            return -1;
+        }
+        eofs += rc;
+    }
+    if (ks_global_commit(t->store) != 0)
+        return -1;
+    flush_metrics(t);
+    return eofs;
+}
+
+/* Read every partition to its end (read_committed: its last stable offset)
+ * before any task processes: each partition reports its end once. */
+static int restore(ks_global_thread *t, size_t partitions, char *err, size_t errlen)
+{
+    size_t ended = 0, applied = 0;
+    while (ended < partitions) {
+        if (ks_engine_stopping(t->eng)) {
+            snprintf(err, errlen, "stopped");
+            return -1;
+        }
+        int rc = poll_batch(t, 200, &applied);
+        if (rc < 0) {
+            snprintf(err, errlen, "global tables: the store write failed (see the log)");
+            return -1;
+        }
+        ended += (size_t)rc;
+    }
+    ks_info("global", "global tables restored: %zu partitions, %zu records applied",
+            partitions, applied);
+    return 0;
+}
+
+static void *run(void *arg)
+{
+    ks_global_thread *t = arg;
+    size_t applied = 0;
+    while (!t->stop) {
+        if (poll_batch(t, 100, &applied) < 0) {
+            ks_engine_fail(t->eng, "global", "global tables: the store write failed; "
+                                             "stopping");
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void free_thread(ks_global_thread *t)
+{
+    if (t->consumer) {
+        rd_kafka_assign(t->consumer, NULL);
+        rd_kafka_consumer_close(t->consumer);
+        rd_kafka_destroy(t->consumer);
+    }
+    ks_global_close(t->store);
+    free(t->base);
+    free(t->ended);
+    free(t->applied);
+    free(t);
+}
+
+int ks_global_thread_start(ks_engine *eng, ks_global_thread **out, ks_global **store,
+                           char *err, size_t errlen)
+{
+    const ks_pipeline *p = eng->topo->pipeline;
+    *out = NULL;
+    *store = NULL;
+    if (p->global_count == 0)
+        return 0;
+    ks_global_thread *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    t->eng = eng;
+    char dir[4200];
+    ks_global_dir(p, dir, sizeof dir);
+    size_t partitions = 0;
+    if (ks_global_open(p, dir, &t->store, err, errlen) != 0 ||
+        !(t->consumer = new_consumer(p, err, errlen)) ||
+        assign_all(t, &partitions, err, errlen) != 0 || restore(t, partitions, err, errlen) != 0 ||
+        pthread_create(&t->thread, NULL, run, t) != 0) {
+        if (!err[0])
+            snprintf(err, errlen, "global tables: cannot start the thread");
+        free_thread(t);
+        return -1;
+    }
+    t->running = 1;
+    *out = t;
+    *store = t->store;
+    return 0;
+}
+
+void ks_global_thread_stop(ks_global_thread *t)
+{
+    if (!t)
+        return;
+    t->stop = 1;
+    if (t->running)
+        pthread_join(t->thread, NULL);
+    free_thread(t);
+}
