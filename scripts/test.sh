@@ -100,7 +100,7 @@ fi
 # the matrix: docs/reliability.md says what the crash suite found there.
 KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.1.1 3.9.2}
 USER_BROKERS_VERSION=${USER_BROKERS_VERSION:-4.4.0}
-SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos repartition stream_joins}
+SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos repartition stream_joins fk_joins}
 DEFAULTS_BROKER_TESTS=${DEFAULTS_BROKER_TESTS:-defaults count eos}
 OWN_BROKER_TESTS="defaults cluster" # need a broker of their own kind
 first_version=${KAFKA_VERSIONS%% *}
@@ -143,7 +143,7 @@ suite_weight() {
     migrate) echo 230 ;; crash) echo 170 ;; outbox) echo 170 ;; windows) echo 150 ;;
     repartition) echo 130 ;; reload) echo 100 ;; faults) echo 95 ;; joins) echo 90 ;;
     containment) echo 60 ;; outbox_pg) echo 56 ;; stream_joins) echo 50 ;;
-    global_joins) echo 46 ;; count) echo 45 ;; stateless) echo 42 ;; fk_joins) echo 35 ;;
+    global_joins) echo 46 ;; static) echo 40 ;; count) echo 45 ;; stateless) echo 42 ;; fk_joins) echo 35 ;;
     mailbox) echo 22 ;; poison) echo 20 ;; eos) echo 19 ;; query | docs | metrics) echo 7 ;;
     readme) echo 33 ;; *) echo 60 ;;
   esac

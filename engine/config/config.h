@@ -213,6 +213,8 @@ typedef struct ks_pipeline {
                                         last good build; 0 = never; default 3 */
     int64_t rollback_within_ms;      /* `rollback: { within }`: counted over
                                         this window; default 10 minutes */
+    int static_membership;           /* 1: each worker's consumer is a static
+                                        member (group.instance.id); default 0 */
     int workers;                     /* default 1 */
     int32_t replication_factor;      /* topics the engine creates; -1 (default):
                                         the broker's default.replication.factor */

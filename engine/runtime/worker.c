@@ -70,12 +70,17 @@ static size_t slot(const ks_worker *w, int32_t partition, size_t source)
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque);
 
-static rd_kafka_t *new_consumer(ks_worker *w, char *err, size_t errlen)
+/* `member_id`: the worker's group.instance.id (a static member: one that
+ * restarts within session.timeout.ms gets its partitions back without a
+ * rebalance of the group), or NULL for a dynamic member. */
+static rd_kafka_t *new_consumer(ks_worker *w, const char *member_id, char *err, size_t errlen)
 {
     const char *defaults[] = {"session.timeout.ms", "10000", "heartbeat.interval.ms", "1000",
                               "max.poll.interval.ms", "300000", "fetch.wait.max.ms", "100",
                               NULL};
-    const char *forced[] = {"group.id",
+    const char *forced[] = {"group.instance.id",
+                            member_id,
+                            "group.id",
                             w->p->application,
                             "enable.auto.commit",
                             "false",
@@ -88,7 +93,9 @@ static rd_kafka_t *new_consumer(ks_worker *w, char *err, size_t errlen)
                             "partition.assignment.strategy",
                             "range",
                             NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
+    /* a dynamic member starts the list past group.instance.id */
+    rd_kafka_conf_t *conf = ks_kafka_conf(w->p, RD_KAFKA_CONSUMER, defaults,
+                                          member_id ? forced : forced + 2, err, errlen);
     if (!conf)
         return NULL;
     rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
@@ -623,7 +630,9 @@ static int open_parts(ks_worker *w, char *err, size_t errlen)
         rc = ks_restorer_init(&w->restore, w->eng, w->where, err, errlen);
     if (rc != 0)
         return rc;
-    if (!(w->consumer = new_consumer(w, err, errlen)))
+    /* the transactional id names this worker of this process; a static
+     * member is named the same, stable across restarts */
+    if (!(w->consumer = new_consumer(w, w->p->static_membership ? txn_id : NULL, err, errlen)))
         return KS_ERR_IO;
     for (size_t s = 0; s < w->p->source_count; s++)
         if (w->p->sources[s].internal && !w->purge &&
