@@ -1,6 +1,6 @@
 /*
  * outbox_status.h - the statuses of an outbox row and the ONE table of
- * allowed transitions (DESIGN.md section 6).
+ * allowed transitions (docs/outbox-and-mailbox.md, "The state machine").
  *
  *   PREQUEUED -> PENDING -> DISPATCHING -> PUBLISHED -> UNDER_PROCESSING
  *                   ^            |    \                      |

@@ -4,8 +4,8 @@
 # `pkg-config --cflags kstreams`, checked and run by the installed binary
 # against the real broker; and `kstreams check` on every invalid YAML
 # fixture printing exactly the FILE:LINE:COL error the fixture expects; and
-# the commands of examples/page-views, examples/windows, examples/mailbox
-# and examples/enrichment README.md as written, their outputs compared with what the READMEs show.
+# the commands of examples/page-views, examples/windows, examples/mailbox,
+# examples/enrichment and examples/outbox-postgres README.md as written, their outputs compared with what the READMEs show.
 # Prints "readme: N passed, N failed".
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -222,6 +222,25 @@ case $first in
   '{"id":"'*'","status":"SUCCESS","user":"user-01",'*'"result":"{\"balance\":10}"'*) ok "mailbox: first event as in the README" ;;
   *) bad "mailbox: first event '$first'" ;;
 esac
+
+# 6e. examples/outbox-postgres/README.md, "Run it": run.sh prints what the
+# README shows (needs the PostgreSQL of scripts/postgres.sh, which the test
+# command starts; without it the example is skipped, not passed)
+readme=$ROOT/examples/outbox-postgres/README.md
+if pg_dsn=$("$ROOT/scripts/postgres.sh" status 2>/dev/null); then
+  out=$(KS_BUILD=$BUILD KS_BOOTSTRAP=$BOOT SHOP_PG_DSN=$pg_dsn timeout 300 \
+        "$ROOT/examples/outbox-postgres/run.sh" 2>&1)
+  st=$?
+  want=$(text_block_after "$readme" "Run it" | sed -n '/^== customer-8/,/^== engine stopped/p')
+  got=$(sed -n '/^== customer-8/,/^== engine stopped/p' <<<"$out")
+  if [ $st -eq 0 ] && [ -n "$want" ] && [ "$got" = "$want" ]; then
+    ok "examples/outbox-postgres/run.sh: the rows, orders and counts of the README"
+  else
+    bad "examples/outbox-postgres/run.sh: exit $st, got '$got', README '$want'"
+  fi
+else
+  echo "  skipped: examples/outbox-postgres (no PostgreSQL: scripts/postgres.sh start)"
+fi
 
 cd "$ROOT" || exit 1
 rm -rf "$WORK"
