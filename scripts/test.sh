@@ -152,7 +152,8 @@ suite_weight() {
 # Run suites against one broker in $KS_LANES lanes at once (default 2: the
 # suites mostly wait on the broker and on timers, and every suite names its
 # topics, groups, state directories and ports after its own pid). The shell
-# suites (docs, readme: fixed example names) share one lane, in order.
+# suites (docs, readme: fixed example names) and outbox_pg (it restarts the
+# PostgreSQL that readme's example uses too) share one lane, in order.
 run_suites() { # label test-path...
   local label=$1 t i w best; shift
   local lanes=${KS_LANES:-2}
@@ -164,11 +165,11 @@ run_suites() { # label test-path...
   for ((i = 0; i < lanes; i++)); do load[i]=0; list[i]=""; done
   for t in $(for t; do
                w=$(suite_weight "$(suite_name "$t")")
-               case $t in *.sh) w=$((w + 100000)) ;; esac # dealt first, to lane 0
+               case $t in *.sh | */test_outbox_pg) w=$((w + 100000)) ;; esac # to lane 0
                echo "$w $t"
              done | sort -rn | cut -d' ' -f2); do
     best=0
-    case $t in *.sh) ;; *)
+    case $t in *.sh | */test_outbox_pg) ;; *)
       for ((i = 1; i < lanes; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done ;;
     esac
     load[best]=$(( load[best] + $(suite_weight "$(suite_name "$t")") ))
