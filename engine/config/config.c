@@ -333,10 +333,9 @@ static int parse_top(pctx *c, const ks_ynode *root)
         return -1;
     if ((v = f.val[T_SOURCES]) && parse_sources(c, f.key[T_SOURCES], v) != 0)
         return -1;
-    if ((v = f.val[T_TABLES]) && f.val[T_SOURCES] && parse_tables(c, f.key[T_TABLES], v) != 0)
+    if ((v = f.val[T_TABLES]) && parse_tables(c, f.key[T_TABLES], v) != 0)
         return -1;
-    if ((v = f.val[T_GLOBAL_TABLES]) && f.val[T_SOURCES] &&
-        parse_global_tables(c, f.key[T_GLOBAL_TABLES], v) != 0)
+    if ((v = f.val[T_GLOBAL_TABLES]) && parse_global_tables(c, f.key[T_GLOBAL_TABLES], v) != 0)
         return -1;
     if ((v = f.val[T_NODES]) && parse_nodes(c, f.key[T_NODES], v) != 0)
         return -1;
@@ -345,11 +344,15 @@ static int parse_top(pctx *c, const ks_ynode *root)
     if ((v = f.val[T_OUTBOX]) && parse_outbox(c, f.key[T_OUTBOX], v) != 0)
         return -1;
 
-    static const int required[] = {T_APPLICATION, T_KAFKA, T_SOURCES,
-                                   T_SINKS};
+    static const int required[] = {T_APPLICATION, T_KAFKA, T_SINKS};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         if (!f.val[required[i]])
             return missing(c, root, "pipeline", TOP_KEYS[required[i]]);
+    /* the inputs: streams, tables or both (a join of two tables needs no
+     * stream); global tables alone feed no task */
+    if (!f.val[T_SOURCES] && !f.val[T_TABLES])
+        return FAIL_AT(c, root, "pipeline is missing its inputs: 'sources' (streams), "
+                                "'tables', or both");
 
     if (!p->dead_letter_topic &&
         default_dead_letter(c, root, f.val[T_APPLICATION]) != 0)

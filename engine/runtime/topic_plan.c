@@ -25,7 +25,9 @@ static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *e
         ks_topic_found f;
         if (ks_topic_ensure(rk, &spec, &f, err, errlen) != 0)
             return -1;
-        if (s->table && f.partitions != *tasks) { /* tables come after the streams */
+        /* tables come after the streams; without streams the first table
+         * sets the number of tasks */
+        if (s->table && *tasks && f.partitions != *tasks) {
             snprintf(err, errlen,
                      "%s:%d:%d: table '%s' is not co-partitioned with the sources: its "
                      "topic %s has %d partitions, the sources %d; a task looks records up "

@@ -27,7 +27,7 @@
 #define NO_FK -1
 #define NULL_FK -2
 
-static char dir[256], app[128], orders[128], customers[128], events[128], out_left[128],
+static char dir[256], app[128], orders[128], customers[128], out_left[128],
     out_inner[128], yaml[512], log_path[512];
 
 /* The model: the last value written per key (version 0: absent). */
@@ -181,13 +181,11 @@ static void setup(void)
     it_unique(app, sizeof app, "fkj");
     it_unique(orders, sizeof orders, "orders");
     it_unique(customers, sizeof customers, "customers");
-    it_unique(events, sizeof events, "events");
     it_unique(out_left, sizeof out_left, "fk-left");
     it_unique(out_inner, sizeof out_inner, "fk-inner");
     static const char *const compact[] = {"cleanup.policy", "compact", NULL};
     CU_ASSERT_FATAL(it_create_topic_with(orders, 4, 1, compact) == 0);
     CU_ASSERT_FATAL(it_create_topic_with(customers, 4, 1, compact) == 0);
-    CU_ASSERT_FATAL(it_create_topic(events, 4) == 0);
     for (int k = 0; k < ORDERS; k++)
         o_fk[k] = NO_FK;
     snprintf(yaml, sizeof yaml, "%s/fk.yaml", dir);
@@ -198,9 +196,7 @@ static void setup(void)
                   "commit_interval_ms: 100\n"
                   "state_dir: %s/state\n"
                   "plugin_path: [%s/plugins/.libs]\n"
-                  "sources:\n"
-                  "  events: { topic: %s, key: string, value: json }\n"
-                  "tables:\n"
+                  "tables:\n" /* two tables, no stream: a pipeline of tables alone */
                   "  orders: { topic: %s, key: string, value: json }\n"
                   "  customers: { topic: %s, key: string, value: json }\n"
                   "nodes:\n"
@@ -213,7 +209,7 @@ static void setup(void)
                   " partitions: 4 }\n"
                   "  - { from: fk_inner, topic: %s, key: string, value: json, create: true,"
                   " partitions: 4 }\n",
-                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, events, orders, customers,
+                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, customers,
                   out_left, out_inner);
 }
 
