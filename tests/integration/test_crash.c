@@ -1784,6 +1784,8 @@ static void test_long(void)
 static const char *const rp_point[RP_POINTS] = {
     "before-flush",       "before-send-offsets", "before-kafka-commit", "after-kafka-commit",
     "after-store-commit", "during-restore",      "sigkill"};
+#define RP_RESTORE 5 /* rp_point[] indexes */
+#define RP_SIGKILL 6
 
 static struct rp {
     char yaml[512], log[512], state[512], out_topic[128], changelog[300], topic[300];
@@ -1905,6 +1907,15 @@ static long rp_out_count(void)
     return n;
 }
 
+/* Records of the changelog of regroup (read_committed). */
+static long rp_changelog_count(void)
+{
+    msgs m = {0};
+    long n = read_topic(RP.changelog, "read_committed", &m) == 0 ? (long)m.count : 0;
+    msgs_free(&m);
+    return n;
+}
+
 /* One kill: start the engine (to die at `point`'s visit-th visit, or by
  * SIGKILL after delay_ms of processing), feed it until it is dead. 1 when
  * it died where it should. */
@@ -1914,6 +1925,27 @@ static int rp_kill_round(const char *point, int visit, int delay_ms, uint64_t *s
     char env[128];
     int plain = strcmp(point, "sigkill") == 0;
     if (strcmp(point, "during-restore") == 0) {
+        /* the restore must reach the visit: the changelog must hold that
+         * many records (the state-version records come on top); if not
+         * yet (the kill before came early: the count had committed
+         * little), a run without a crash point fills it first, then a
+         * SIGKILL */
+        long have = rp_changelog_count();
+        if (have < visit) {
+            pid_t pid = engine_start(RP.yaml, "a", RP.log);
+            for (int64_t end = it_now_ms() + 30000; have < visit && it_now_ms() < end;) {
+                rp_produce(rnd(s, 20, 120));
+                it_sleep_ms(200);
+                have = rp_changelog_count();
+            }
+            it_engine_kill(pid);
+            R.fig.kills++;
+            say("repartition: the changelog held too few records for during-restore:%d: ran "
+                "until it held %ld, SIGKILL",
+                visit, have);
+            if (have < visit)
+                visit = have > 0 ? (int)have : 1;
+        }
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", RP.state);
         CU_ASSERT(system(cmd) == 0);
@@ -2077,15 +2109,18 @@ static int rp_iteration(uint64_t seed, FILE *summary)
         order[i] = order[j];
         order[j] = t;
     }
-    if (order[0] == 5) { /* a restore needs a changelog: never first */
+    if (order[0] == RP_RESTORE) { /* a restore needs a changelog: never first */
         order[0] = order[1];
-        order[1] = 5;
+        order[1] = RP_RESTORE;
     }
     char plan_text[512];
     size_t pt = 0;
     for (int i = 0; i < RP_POINTS; i++) {
         int pi = order[i];
-        visit[i] = pi == 5 ? rnd(&s, 1, 400) : pi == 6 ? rnd(&s, 200, 1500) : rnd(&s, 2, 12);
+        /* the n-th restored record, ms of processing, the n-th commit */
+        visit[i] = pi == RP_RESTORE   ? rnd(&s, 1, 400)
+                   : pi == RP_SIGKILL ? rnd(&s, 200, 1500)
+                                      : rnd(&s, 2, 12);
         pt += (size_t)snprintf(plan_text + pt, sizeof plan_text - pt, "%s%s:%d", i ? "," : "",
                                rp_point[pi], visit[i]);
     }
