@@ -43,16 +43,29 @@
  * read_uncommitted, counted); read_committed returning one would show as
  * a duplicate, hiding a committed one as a gap.
  *
+ * A repartitioned topology (issue 17), YAML only: ops.select_key by a
+ * field of the value, then a count, so that every commit holds the produce
+ * to the repartition topic, both sub-topologies' offsets and the
+ * changelog; one process is killed at each point of the commit sequence
+ * (KS_CRASH_AT), during a restore and at random, in a seeded order; per
+ * new key the output (read_committed) must be exactly 1..n and the stores
+ * and the changelog equal the reference (see rp_iteration below).
+ *
  * Two more cases in the short mode: a store map too small (clean stop
  * naming the store and directory, nothing of the failed batch visible,
  * the same after a restart, exact after a restart with a bigger
  * map_size), and the state directory's file system full (root only: a
  * 256 KiB tmpfs; skipped with a reason otherwise).
  *
- * Modes:  default (short): 3 iterations, one per special fault, and the
- *         two full-store cases (KS_CRASH_ONLY_MAP_FULL=1: those alone).
- *         KS_CRASH_ITERATIONS=N / KS_CRASH_SECONDS=S: long run; a summary
- *         goes to $KS_CRASH_SUMMARY (default ./crash-summary-<seed>.txt).
+ * Modes:  default (short): 3 iterations, one per special fault, one of the
+ *         repartitioned topology (seed+3, about 30 s), and the two
+ *         full-store cases (KS_CRASH_ONLY_MAP_FULL=1: those alone;
+ *         KS_CRASH_ONLY_REPART=1: the repartitioned one alone).
+ *         KS_CRASH_ITERATIONS=N / KS_CRASH_SECONDS=S: long run, each
+ *         iteration the main topology then the repartitioned one with the
+ *         same seed (KS_CRASH_ONLY_REPART=1: the repartitioned one only);
+ *         a summary goes to $KS_CRASH_SUMMARY (default
+ *         ./crash-summary-<seed>.txt).
  *         KS_CRASH_SEED=S: the first seed (iteration i uses S+i); the plan
  *         of an iteration is a function of its seed and the mode only.
  */
@@ -295,13 +308,17 @@ static long log_sum(const char *needle)
 /* ---- engine processes ---------------------------------------------------- */
 
 /* it_engine_start, plus: the engine dies with this test (a crashed or
- * interrupted suite leaves no engine behind). */
-static pid_t engine_start(const char *yaml, const char *instance, const char *log)
+ * interrupted suite leaves no engine behind); `env` ("NAME=VALUE", or
+ * NULL) is one more environment variable of the engine. */
+static pid_t engine_start_env(const char *yaml, const char *instance, const char *log,
+                              const char *env)
 {
     pid_t pid = fork();
     if (pid != 0)
         return pid;
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (env)
+        putenv((char *)env);
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
         dup2(fd, 1);
@@ -310,6 +327,11 @@ static pid_t engine_start(const char *yaml, const char *instance, const char *lo
     }
     execl(it_kstreams(), "kstreams", "run", yaml, "--instance", instance, (char *)NULL);
     _exit(127);
+}
+
+static pid_t engine_start(const char *yaml, const char *instance, const char *log)
+{
+    return engine_start_env(yaml, instance, log, NULL);
 }
 
 static void inst_start(int i)
@@ -1667,8 +1689,13 @@ static void test_short_1(void) { short_iteration(0); }
 static void test_short_2(void) { short_iteration(1); }
 static void test_short_3(void) { short_iteration(2); }
 
+static int rp_iteration(uint64_t seed, FILE *summary);
+
+/* Long mode: each iteration is the main topology's, then the re-keyed
+ * count's (same seed); KS_CRASH_ONLY_REPART=1: the re-keyed count's alone. */
 static void test_long(void)
 {
+    int only_rp = getenv("KS_CRASH_ONLY_REPART") != NULL;
     long iters = getenv("KS_CRASH_ITERATIONS") ? atol(getenv("KS_CRASH_ITERATIONS")) : 0;
     long secs = getenv("KS_CRASH_SECONDS") ? atol(getenv("KS_CRASH_SECONDS")) : 0;
     char path[600];
@@ -1681,34 +1708,511 @@ static void test_long(void)
     printf("\n  long run: %ld iterations / %ld s, summary in %s\n", iters, secs, path);
     int64_t start = it_now_ms();
     long n = 0, good = 0, kills = 0, aborts = 0, rebuilds = 0, restores = 0, zombies = 0,
-         brokers = 0, stalls = 0, aborted = 0;
+         brokers = 0, stalls = 0, aborted = 0, rp_good = 0, rp_kills = 0;
     for (;;) {
         if (iters && n >= iters)
             break;
         if (!iters && secs && it_now_ms() - start >= secs * 1000)
             break;
-        good += iteration(seed0 + (uint64_t)n, 1, f);
-        kills += R.fig.kills;
-        aborts += R.fig.aborts;
-        rebuilds += R.fig.rebuilds;
-        restores += R.fig.restore_hits;
-        zombies += R.fig.zombies;
-        brokers += R.fig.broker_restarts;
-        stalls += R.fig.stalls;
-        aborted += R.fig.aborted_records;
+        if (!only_rp) {
+            good += iteration(seed0 + (uint64_t)n, 1, f);
+            kills += R.fig.kills;
+            aborts += R.fig.aborts;
+            rebuilds += R.fig.rebuilds;
+            restores += R.fig.restore_hits;
+            zombies += R.fig.zombies;
+            brokers += R.fig.broker_restarts;
+            stalls += R.fig.stalls;
+            aborted += R.fig.aborted_records;
+        }
+        rp_good += rp_iteration(seed0 + (uint64_t)n, f);
+        rp_kills += R.fig.kills;
         n++;
     }
-    fprintf(f,
-            "TOTAL first_seed=%" PRIu64 " kafka=%s iterations=%ld ok=%ld failed=%ld kills=%ld "
-            "restore_kills=%ld zombies=%ld broker_restarts=%ld stalls=%ld aborts=%ld "
-            "producer_rebuilds=%ld aborted_records=%ld minutes=%.1f\n",
-            seed0, getenv("KAFKA_VERSION") ? getenv("KAFKA_VERSION") : "?", n, good, n - good,
-            kills, restores, zombies, brokers, stalls, aborts, rebuilds, aborted,
-            (double)(it_now_ms() - start) / 60000.0);
+    if (only_rp)
+        fprintf(f,
+                "TOTAL topology=repartition first_seed=%" PRIu64 " kafka=%s iterations=%ld "
+                "ok=%ld failed=%ld kills=%ld minutes=%.1f\n",
+                seed0, getenv("KAFKA_VERSION") ? getenv("KAFKA_VERSION") : "?", n, rp_good,
+                n - rp_good, rp_kills, (double)(it_now_ms() - start) / 60000.0);
+    else
+        fprintf(f,
+                "TOTAL first_seed=%" PRIu64 " kafka=%s iterations=%ld ok=%ld failed=%ld "
+                "kills=%ld restore_kills=%ld zombies=%ld broker_restarts=%ld stalls=%ld "
+                "aborts=%ld producer_rebuilds=%ld aborted_records=%ld repartition_ok=%ld "
+                "repartition_failed=%ld repartition_kills=%ld minutes=%.1f\n",
+                seed0, getenv("KAFKA_VERSION") ? getenv("KAFKA_VERSION") : "?", n, good,
+                n - good, kills, restores, zombies, brokers, stalls, aborts, rebuilds, aborted,
+                rp_good, n - rp_good, rp_kills, (double)(it_now_ms() - start) / 60000.0);
     fclose(f);
-    printf("  long run: %ld iterations, %ld ok, %ld kills; summary in %s\n", n, good, kills,
-           path);
-    CU_ASSERT_EQUAL(good, n);
+    printf("  long run: %ld iterations, %ld ok (main topology), %ld ok (repartition), %ld "
+           "kills; summary in %s\n",
+           n, only_rp ? n : good, rp_good, kills + rp_kills, path);
+    if (!only_rp)
+        CU_ASSERT_EQUAL(good, n);
+    CU_ASSERT_EQUAL(rp_good, n);
+}
+
+/* ---- a re-key in front of a count (issue 17) ------------------------------------------ */
+
+/*
+ * YAML only, as examples/page-views/pipeline-per-url.yaml: ops.select_key
+ * takes the value's /g as the new key, a count behind it (store regroup);
+ * the engine inserts <app>-per_g-repartition between them. A commit then
+ * holds the records produced to the repartition topic, the output, the
+ * changelog of regroup and the offsets of both sub-topologies (the input's
+ * and the repartition topic's) in one transaction, and LMDB commits after.
+ *
+ * One process (2 workers, all 6 tasks), input k-NN = {"n":seq,"g":"g-MM"}
+ * produced in chunks while it runs, is killed once at each point of the
+ * commit sequence (KS_CRASH_AT: before the flush, i.e. with the batch's
+ * repartition records produced but not flushed; before the offsets; before
+ * the Kafka commit; after it, before the LMDB commit; after the LMDB
+ * commit), during a restore of an emptied state directory, and by a plain
+ * SIGKILL at a random moment; the order and the visit (which commit, which
+ * restored record) come from the seed. Each restart recovers from the
+ * previous kill. A last clean run drains and stops. Then, against the
+ * reference of the input:
+ *   the output (read_committed): per new key exactly 1, 2, ..., n in order;
+ *   the repartition topic (read_committed): no seq twice, each under its
+ *     new key (what the purge left of it);
+ *   the stores (LMDB, read-only): per new key n, nothing else;
+ *   the changelog (read_committed): per new key 1..n, the latest = the store.
+ */
+#define RP_GROUPS 24
+#define RP_POINTS 7
+static const char *const rp_point[RP_POINTS] = {
+    "before-flush",       "before-send-offsets", "before-kafka-commit", "after-kafka-commit",
+    "after-store-commit", "during-restore",      "sigkill"};
+#define RP_RESTORE 5 /* rp_point[] indexes */
+#define RP_SIGKILL 6
+
+static struct rp {
+    char yaml[512], log[512], state[512], out_topic[128], changelog[300], topic[300];
+    long produced;
+    long ref[RP_GROUPS];
+    /* the repartition topic's check */
+    unsigned char *seen; /* [seq]: committed records of it seen */
+    size_t seen_cap;
+    int64_t checked[PARTS]; /* offsets below were read */
+    long topic_records, topic_bad, aborted;
+} RP;
+
+/* every new key, each in about as many records (seq * 5 + seq / 7 alone
+ * reaches 14 of the 24) */
+static int rp_group_of(long seq) { return (int)((seq * 5 + seq / 7 + seq / 11) % RP_GROUPS); }
+
+static void rp_make(int i, char *key, size_t klen, char *value, size_t vlen, int32_t *partition,
+                    void *arg)
+{
+    (void)partition;
+    long seq = *(long *)arg + i;
+    snprintf(key, klen, "k-%02d", key_of(seq));
+    snprintf(value, vlen, "{\"n\":%ld,\"g\":\"g-%02d\"}", seq, rp_group_of(seq));
+}
+
+static void rp_produce(int n)
+{
+    long base = RP.produced;
+    CU_ASSERT_FATAL(it_produce(R.in_topic, n, rp_make, &base) == 0);
+    for (int i = 0; i < n; i++)
+        RP.ref[rp_group_of(base + i)]++;
+    RP.produced += n;
+}
+
+static int rp_parse(const char *k, size_t len)
+{
+    int n = -1;
+    if (!k || len != 4 || sscanf(k, "g-%d", &n) != 1 || n < 0 || n >= RP_GROUPS)
+        return -1;
+    return n;
+}
+
+/* Per new key exactly 1..ref in order; last[] gets the last values. */
+static long rp_sequences(const char *what, const msgs *m, long last[RP_GROUPS])
+{
+    long bad = 0;
+    for (int g = 0; g < RP_GROUPS; g++)
+        last[g] = 0;
+    for (size_t i = 0; i < m->count; i++) {
+        const msg *x = &m->items[i];
+        int g = rp_parse(x->key, x->key_len);
+        if (g < 0 || x->value_len != 8) {
+            if (!bad++)
+                differ("%s: foreign record at partition %d offset %lld (key %s, %zu bytes)",
+                       what, (int)x->partition, (long long)x->offset, x->key ? x->key : "null",
+                       x->value_len);
+            continue;
+        }
+        long c = (long)ks_int64_decode(x->value);
+        if (c != last[g] + 1 && !bad++)
+            differ("%s: key g-%02d: value %ld follows %ld (%s) at partition %d offset %lld",
+                   what, g, c, last[g], c <= last[g] ? "repeat: an aborted or duplicate record"
+                                                     : "gap: a committed record is missing",
+                   (int)x->partition, (long long)x->offset);
+        last[g] = c;
+    }
+    for (int g = 0; g < RP_GROUPS; g++)
+        if (last[g] != RP.ref[g] && !bad++)
+            differ("%s: key g-%02d ends at %ld, the reference says %ld", what, g, last[g],
+                   RP.ref[g]);
+    say("check %s: %zu records, %ld differences", what, m->count, bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    return bad;
+}
+
+static int rp_scan_cb(void *arg, ks_bytes key, ks_bytes value)
+{
+    store_scan *sc = arg;
+    int g = rp_parse((const char *)key.data, key.len);
+    sc->entries++;
+    if (g < 0 || value.len != 8 || sc->count[g]) {
+        sc->foreign++;
+        return 0;
+    }
+    sc->count[g] = (long)ks_int64_decode(value.data);
+    return 0;
+}
+
+static void rp_yaml(void)
+{
+    it_write_file(RP.yaml,
+                  "application: %s\n"
+                  "kafka:\n"
+                  "  bootstrap: [%s]\n"
+                  "  properties: { session.timeout.ms: 2000, heartbeat.interval.ms: 500 }\n"
+                  "guarantee: exactly-once\n"
+                  "commit_interval_ms: 100\n"
+                  "workers: 2\n"
+                  "state_dir: %s\n"
+                  "plugins: [%s/plugins/.libs/count.so, %s/plugins/.libs/ops.so]\n"
+                  "sources:\n"
+                  "  in: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n"
+                  "  - { name: by_g, type: ops.select_key, from: in, config: { path: /g } }\n"
+                  "  - { name: per_g, type: count.count, from: by_g, store: regroup }\n"
+                  "sinks:\n"
+                  "  - { from: per_g, topic: %s, key: string, value: int64, create: true, "
+                  "partitions: %d }\n",
+                  R.app, it_bootstrap(), RP.state, KS_TEST_BUILDDIR, KS_TEST_BUILDDIR,
+                  R.in_topic, RP.out_topic, PARTS);
+}
+
+/* Records of the output so far (read_committed). */
+static long rp_out_count(void)
+{
+    msgs m = {0};
+    long n = read_topic(RP.out_topic, "read_committed", &m) == 0 ? (long)m.count : -1;
+    msgs_free(&m);
+    return n;
+}
+
+/* Records of the changelog of regroup (read_committed). */
+static long rp_changelog_count(void)
+{
+    msgs m = {0};
+    long n = read_topic(RP.changelog, "read_committed", &m) == 0 ? (long)m.count : 0;
+    msgs_free(&m);
+    return n;
+}
+
+/* One kill: start the engine (to die at `point`'s visit-th visit, or by
+ * SIGKILL after delay_ms of processing), feed it until it is dead. 1 when
+ * it died where it should. */
+static int rp_kill_round(const char *point, int visit, int delay_ms, uint64_t *s)
+{
+    long from = file_size(RP.log);
+    char env[128];
+    int plain = strcmp(point, "sigkill") == 0;
+    if (strcmp(point, "during-restore") == 0) {
+        /* the restore must reach the visit: the changelog must hold that
+         * many records (the state-version records come on top); if not
+         * yet (the kill before came early: the count had committed
+         * little), a run without a crash point fills it first, then a
+         * SIGKILL */
+        long have = rp_changelog_count();
+        if (have < visit) {
+            pid_t pid = engine_start(RP.yaml, "a", RP.log);
+            for (int64_t end = it_now_ms() + 30000; have < visit && it_now_ms() < end;) {
+                rp_produce(rnd(s, 20, 120));
+                it_sleep_ms(200);
+                have = rp_changelog_count();
+            }
+            it_engine_kill(pid);
+            R.fig.kills++;
+            say("repartition: the changelog held too few records for during-restore:%d: ran "
+                "until it held %ld, SIGKILL",
+                visit, have);
+            if (have < visit)
+                visit = have > 0 ? (int)have : 1;
+        }
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", RP.state);
+        CU_ASSERT(system(cmd) == 0);
+    }
+    snprintf(env, sizeof env, "KS_CRASH_AT=%s:%d", point, visit);
+    pid_t pid = engine_start_env(RP.yaml, "a", RP.log, plain ? NULL : env);
+    int st = -1;
+    if (plain) {
+        wait_processing(RP.log, from, 30000);
+        for (int64_t end = it_now_ms() + delay_ms; it_now_ms() < end;) {
+            rp_produce(rnd(s, 20, 120));
+            it_sleep_ms(50);
+        }
+        it_engine_kill(pid);
+        st = 128 + SIGKILL;
+    } else {
+        for (int64_t end = it_now_ms() + 30000; st < 0 && it_now_ms() < end;) {
+            st = it_engine_wait(pid, 100);
+            if (st < 0)
+                rp_produce(rnd(s, 20, 120));
+        }
+        if (st < 0)
+            it_engine_kill(pid);
+    }
+    int hit = plain || log_count_from(RP.log, from, "KS_CRASH_AT: killing the process at") > 0;
+    say("repartition: %s:%d: exit %d, %s; %ld inputs so far", point, plain ? delay_ms : visit,
+        st, hit ? "killed there" : "NOT killed there", RP.produced);
+    if (st != 128 + SIGKILL || !hit)
+        differ("the engine did not die at %s:%d (exit %d, see %s)", point, visit, st, RP.log);
+    return st == 128 + SIGKILL && hit;
+}
+
+/* (b) and (c): the stores of every task, then the changelog. */
+static void rp_check_state(void)
+{
+    snprintf(R.where, sizeof R.where, "repartition: the stores");
+    store_scan sc;
+    memset(&sc, 0, sizeof sc);
+    int opened = 0;
+    for (int p = 0; p < PARTS; p++) {
+        char dir[900], err[512];
+        snprintf(dir, sizeof dir, "%s/%s/task-%d", RP.state, R.app, p);
+        ks_store_env *env;
+        if (ks_store_env_open_readonly(dir, &env, err, sizeof err) != 0) {
+            differ("store of task %d: %s", p, err);
+            continue;
+        }
+        ks_store_db *db;
+        ks_bytes none = {NULL, 0};
+        if (ks_store_db_open(env, "regroup", &db) == 0) {
+            CU_ASSERT_EQUAL(ks_store_range(db, none, none, rp_scan_cb, &sc), 0);
+            opened++;
+        }
+        ks_store_read_end(env);
+        ks_store_env_close(env);
+    }
+    long bad = sc.foreign;
+    if (sc.foreign)
+        differ("store regroup: %ld foreign or duplicated entries", sc.foreign);
+    for (int g = 0; g < RP_GROUPS; g++)
+        if (sc.count[g] != RP.ref[g] && !bad++)
+            differ("store regroup: key g-%02d holds %ld, the reference says %ld", g, sc.count[g],
+                   RP.ref[g]);
+    say("check store regroup: %d task stores, %ld entries, %ld differences", opened, sc.entries,
+        bad);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(opened > 0);
+
+    snprintf(R.where, sizeof R.where, "repartition: %s", RP.changelog);
+    msgs m = {0};
+    CU_ASSERT_EQUAL(read_topic(RP.changelog, "read_committed", &m), 0);
+    long last[RP_GROUPS], differ_store = 0;
+    rp_sequences("changelog regroup", &m, last);
+    for (int g = 0; g < RP_GROUPS; g++)
+        if (last[g] != sc.count[g] && !differ_store++)
+            differ("changelog regroup: key g-%02d latest %ld, the store holds %ld", g, last[g],
+                   sc.count[g]);
+    CU_ASSERT_EQUAL(differ_store, 0);
+    msgs_free(&m);
+}
+
+/* The repartition topic (read_committed), read after each kill (a dead
+ * engine purges nothing) and after the last run, each record once: no seq
+ * committed twice, each under the key it was re-keyed to. The records
+ * aborted in it (read_uncommitted minus read_committed, below what was
+ * read) are counted. */
+static void rp_check_topic(void)
+{
+    snprintf(R.where, sizeof R.where, "repartition: %s", RP.topic);
+    msgs m = {0}, u = {0};
+    if (read_topic(RP.topic, "read_committed", &m) != 0) {
+        differ("%s: not read to its end", RP.topic);
+        msgs_free(&m);
+        return;
+    }
+    if (RP.seen_cap < (size_t)RP.produced + 1) {
+        RP.seen = realloc(RP.seen, (size_t)RP.produced + 1);
+        memset(RP.seen + RP.seen_cap, 0, (size_t)RP.produced + 1 - RP.seen_cap);
+        RP.seen_cap = (size_t)RP.produced + 1;
+    }
+    long bad = 0, fresh = 0;
+    int64_t top[PARTS];
+    memcpy(top, RP.checked, sizeof top);
+    for (size_t i = 0; i < m.count; i++) {
+        const msg *x = &m.items[i];
+        if (x->partition < 0 || x->partition >= PARTS || x->offset < RP.checked[x->partition])
+            continue; /* seen in an earlier read */
+        if (x->offset + 1 > top[x->partition])
+            top[x->partition] = x->offset + 1;
+        fresh++;
+        long seq = -1;
+        char want[16] = "";
+        if (x->value && sscanf(x->value, "{\"n\":%ld", &seq) == 1 && seq >= 0 &&
+            seq < RP.produced)
+            snprintf(want, sizeof want, "g-%02d", rp_group_of(seq));
+        if (seq < 0 || seq >= RP.produced || !x->key || strcmp(x->key, want) != 0) {
+            if (!bad++)
+                differ("%s: foreign record at partition %d offset %lld: %s = %s", RP.topic,
+                       (int)x->partition, (long long)x->offset, x->key ? x->key : "null",
+                       x->value);
+            continue;
+        }
+        if (RP.seen[seq]++ && !bad++)
+            differ("%s: seq %ld committed twice (again at partition %d offset %lld)", RP.topic,
+                   seq, (int)x->partition, (long long)x->offset);
+    }
+    memcpy(RP.checked, top, sizeof top);
+    RP.topic_records += fresh;
+    if (read_topic(RP.topic, "read_uncommitted", &u) == 0) {
+        /* the aborted ones: records below the offsets read that
+         * read_committed did not return */
+        long below = 0;
+        for (size_t i = 0; i < u.count; i++)
+            if (u.items[i].partition >= 0 && u.items[i].partition < PARTS &&
+                u.items[i].offset < RP.checked[u.items[i].partition])
+                below++;
+        long aborted = below - (long)m.count;
+        if (aborted > RP.aborted)
+            RP.aborted = aborted;
+    }
+    RP.topic_bad += bad;
+    CU_ASSERT_EQUAL(bad, 0);
+    msgs_free(&m);
+    msgs_free(&u);
+}
+
+static int rp_iteration(uint64_t seed, FILE *summary)
+{
+    memset(&R.fig, 0, sizeof R.fig);
+    memset(&RP, 0, sizeof RP);
+    diffs = 0;
+    memset(&R.pl, 0, sizeof R.pl);
+    R.pl.seed = seed;
+    R.pl.nsteps = RP_POINTS;
+    uint64_t s = seed ^ 0x5245504152544954ull; /* not the main plan's draws */
+    int order[RP_POINTS], visit[RP_POINTS];
+    for (int i = 0; i < RP_POINTS; i++)
+        order[i] = i;
+    for (int i = RP_POINTS - 1; i > 0; i--) {
+        int j = rnd(&s, 0, i), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    if (order[0] == RP_RESTORE) { /* a restore needs a changelog: never first */
+        order[0] = order[1];
+        order[1] = RP_RESTORE;
+    }
+    char plan_text[512];
+    size_t pt = 0;
+    for (int i = 0; i < RP_POINTS; i++) {
+        int pi = order[i];
+        /* the n-th restored record, ms of processing, the n-th commit */
+        visit[i] = pi == RP_RESTORE   ? rnd(&s, 1, 400)
+                   : pi == RP_SIGKILL ? rnd(&s, 200, 1500)
+                                      : rnd(&s, 2, 12);
+        pt += (size_t)snprintf(plan_text + pt, sizeof plan_text - pt, "%s%s:%d", i ? "," : "",
+                               rp_point[pi], visit[i]);
+    }
+    printf("  [seed %" PRIu64 "] repartition plan: %s\n", seed, plan_text);
+
+    it_tempdir(R.dir, sizeof R.dir);
+    it_unique(R.app, sizeof R.app, "crash-rp");
+    it_unique(R.in_topic, sizeof R.in_topic, "crash-rp-in");
+    it_unique(RP.out_topic, sizeof RP.out_topic, "crash-rp-out");
+    snprintf(RP.changelog, sizeof RP.changelog, "%s-regroup-changelog", R.app);
+    snprintf(RP.topic, sizeof RP.topic, "%s-per_g-repartition", R.app);
+    snprintf(RP.yaml, sizeof RP.yaml, "%s/rp.yaml", R.dir);
+    snprintf(RP.log, sizeof RP.log, "%s/rp.log", R.dir);
+    snprintf(RP.state, sizeof RP.state, "%s/state", R.dir);
+    rp_yaml();
+    snprintf(R.where, sizeof R.where, "repartition: setup");
+    CU_ASSERT_FATAL(it_create_topic(R.in_topic, PARTS) == 0);
+    int64_t t0 = it_now_ms();
+    rp_produce(500);
+    int hits = 0;
+    for (R.cur_step = 1; R.cur_step <= RP_POINTS; R.cur_step++) {
+        int pi = order[R.cur_step - 1];
+        snprintf(R.where, sizeof R.where, "repartition: %s:%d at input %ld", rp_point[pi],
+                 visit[R.cur_step - 1], RP.produced);
+        hits += rp_kill_round(rp_point[pi], visit[R.cur_step - 1], visit[R.cur_step - 1], &s);
+        R.fig.kills++;
+        rp_check_topic();
+    }
+    R.cur_step = RP_POINTS;
+    snprintf(R.where, sizeof R.where, "repartition: drain");
+    pid_t pid = engine_start(RP.yaml, "a", RP.log);
+    rp_produce(300);
+    long have = 0;
+    int64_t drain_from = it_now_ms();
+    while ((have = rp_out_count()) < RP.produced && it_now_ms() - drain_from < 120000)
+        it_sleep_ms(500);
+    say("repartition: drained %ld of %ld outputs after %.1f s", have, RP.produced,
+        (double)(it_now_ms() - drain_from) / 1000.0);
+    int rc = it_engine_stop(pid, 60000);
+    if (rc != 0)
+        differ("clean stop gave %d (see %s)", rc, RP.log);
+    R.fig.replayed = it_log_sum_before(RP.log, ": ", " records replayed");
+    R.fig.aborts = it_log_count(RP.log, "aborting batch");
+
+    snprintf(R.where, sizeof R.where, "repartition: check %s", RP.out_topic);
+    msgs m = {0};
+    CU_ASSERT_EQUAL(read_topic(RP.out_topic, "read_committed", &m), 0);
+    long last[RP_GROUPS];
+    rp_sequences("out (per new key)", &m, last);
+    if ((long)m.count != RP.produced)
+        differ("out: %zu records for %ld inputs", m.count, RP.produced);
+    msgs_free(&m);
+    rp_check_topic();
+    say("check %s: %ld committed records read over the run, each seq at most once, %ld "
+        "differences; %ld aborted ones filtered (most in one read)",
+        RP.topic, RP.topic_records, RP.topic_bad, RP.aborted);
+    R.fig.aborted_records = RP.aborted;
+    free(RP.seen);
+    RP.seen = NULL;
+    rp_check_state();
+
+    int ok = diffs == 0 && hits == RP_POINTS;
+    const char *ver = getenv("KAFKA_VERSION") ? getenv("KAFKA_VERSION") : "?";
+    char line[1400];
+    snprintf(line, sizeof line,
+             "topology=repartition seed=%" PRIu64 " kafka=%s records=%ld kills=%d "
+             "crash_points=%s aborts=%ld aborted_records=%ld replayed=%ld seconds=%.0f "
+             "result=%s",
+             seed, ver, RP.produced, R.fig.kills, plan_text, R.fig.aborts,
+             R.fig.aborted_records, R.fig.replayed, (double)(it_now_ms() - t0) / 1000.0,
+             ok ? "ok" : "DIFFERENCE");
+    printf("  %s\n", line);
+    if (summary) {
+        fprintf(summary, "%s\n", line);
+        fflush(summary);
+    }
+    if (ok && !getenv("KS_CRASH_KEEP")) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", R.dir);
+        if (system(cmd) != 0)
+            say("cannot remove %s", R.dir);
+    } else
+        say("logs and state kept in %s", R.dir);
+    return ok;
+}
+
+/* Short mode: one round of kills, seed + 3 (the three main iterations use
+ * seed .. seed + 2). */
+static void test_repartitioned(void)
+{
+    printf("\n");
+    CU_ASSERT(rp_iteration(seed0 + 3, NULL));
 }
 
 /* ---- a store map too small (issue 7) ------------------------------------------------- */
@@ -2147,6 +2651,9 @@ int main(void)
         {"crash: seeded kills + special fault (seed+0)", test_short_1},
         {"crash: seeded kills + special fault (seed+1)", test_short_2},
         {"crash: seeded kills + special fault (seed+2)", test_short_3},
+        {"crash: re-key + count through a repartition topic, killed at each commit step "
+         "(seed+3)",
+         test_repartitioned},
         {"crash: a store map too small: clean stop, nothing half, then complete",
          test_map_full},
 #ifdef __linux__
@@ -2154,7 +2661,13 @@ int main(void)
 #endif
         {NULL, NULL}};
     static const it_case long_cases[] = {{"crash: long run", test_long}, {NULL, NULL}};
+    static const it_case rp_cases[] = {
+        {"crash: re-key + count through a repartition topic, killed at each commit step",
+         test_repartitioned},
+        {NULL, NULL}};
     if (getenv("KS_CRASH_ONLY_MAP_FULL")) /* the map-full case alone */
-        return it_main("crash", short_cases + 3);
+        return it_main("crash", short_cases + 4);
+    if (getenv("KS_CRASH_ONLY_REPART") && !long_mode) /* the repartitioned case alone */
+        return it_main("crash", rp_cases);
     return it_main("crash", long_mode ? long_cases : short_cases);
 }

@@ -13,7 +13,9 @@
  *   3. a second process joins mid-stream and leaves
  *   4. the repartition topic was purged: its low watermarks moved up
  * After each phase the output (read_committed) must hold, per URL, exactly
- * the counts 1, 2, ... n: no gap, no repeat. A last case starts an
+ * the counts 1, 2, ... n: no gap, no repeat; and the stores of the process
+ * that ran last (read from its LMDB files) the reference count per URL,
+ * nothing else. A last case starts an
  * application whose repartition topic exists with another partition count:
  * the engine must refuse to start and name both counts, as for a
  * `repartition: { partitions: N }` other than the sources' count.
@@ -26,6 +28,7 @@
 #include "itest.h"
 #include "kstreams/kstreams.h"
 #include "kafka/topics.h"
+#include "state/store.h"
 
 #define URLS 500
 
@@ -83,6 +86,62 @@ static void write_pipeline(const char *yaml, const char *application, const char
                   application, it_bootstrap(), state, KS_TEST_BUILDDIR, in_topic, extra, out_topic);
 }
 
+typedef struct url_scan {
+    long count[URLS];
+    long entries, foreign;
+} url_scan;
+
+static int url_scan_cb(void *arg, ks_bytes key, ks_bytes value)
+{
+    url_scan *sc = arg;
+    char k[64];
+    int u = -1;
+    snprintf(k, sizeof k, "%.*s", (int)(key.len < 60 ? key.len : 60), (const char *)key.data);
+    sc->entries++;
+    if (sscanf(k, "/u/%d", &u) != 1 || u < 0 || u >= URLS || value.len != 8 || sc->count[u])
+        sc->foreign++;
+    else
+        sc->count[u] = (long)ks_int64_decode(value.data);
+    return 0;
+}
+
+/* The stores of process a, which ran last and alone (read-only, from the
+ * LMDB files): per URL the reference count, nothing else. */
+static void check_stores(const char *phase)
+{
+    static url_scan sc;
+    memset(&sc, 0, sizeof sc);
+    int opened = 0;
+    for (int p = 0; p < 4; p++) {
+        char tdir[900], err[512];
+        snprintf(tdir, sizeof tdir, "%s/state-a/%s/task-%d", dir, app, p);
+        ks_store_env *env;
+        if (ks_store_env_open_readonly(tdir, &env, err, sizeof err) != 0) {
+            printf("\n  [%s] store of task %d: %s\n", phase, p, err);
+            continue;
+        }
+        ks_store_db *db;
+        ks_bytes none = {NULL, 0};
+        if (ks_store_db_open(env, "views-per-url", &db) == 0) {
+            CU_ASSERT_EQUAL(ks_store_range(db, none, none, url_scan_cb, &sc), 0);
+            opened++;
+        }
+        ks_store_read_end(env);
+        ks_store_env_close(env);
+    }
+    int wrong = 0;
+    for (int u = 0; u < URLS; u++)
+        if (sc.count[u] != expected_count[u] && !wrong++)
+            printf("\n  [%s] store: /u/%d holds %ld, the reference says %ld", phase, u,
+                   sc.count[u], expected_count[u]);
+    printf("  [%s] stores: %d of 4 tasks, %ld entries, %ld foreign, %d URLs differ from the "
+           "reference\n",
+           phase, opened, sc.entries, sc.foreign, wrong);
+    CU_ASSERT_EQUAL(opened, 4);
+    CU_ASSERT_EQUAL(sc.foreign, 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+}
+
 static int check_sequences(const char *phase)
 {
     it_msgs out = {0};
@@ -100,6 +159,7 @@ static int check_sequences(const char *phase)
     CU_ASSERT_EQUAL(foreign, 0);
     CU_ASSERT_EQUAL(wrong_keys, 0);
     it_msgs_free(&out);
+    check_stores(phase);
     return wrong_keys + (int)gaps + (int)repeats;
 }
 
