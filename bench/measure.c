@@ -31,7 +31,7 @@
  *       gap_ms: the longest time between two arrivals once counting began
  *       (outputs arrive in bursts, one per commit: about the commit
  *       interval when all is well; a stall, such as a hot swap, shows here)
- *   measure until -b B -t TOPIC[,TOPIC...] -m count|records -x EXPECT -p PID
+ *   measure until -b B -t TOPIC[,TOPIC...] -m count|records|table -x EXPECT -p PID
  *                 -0 START_NS [-n INPUT_RECORDS] [-i IDLE_MS] [-T TIMEOUT_S]
  *       the scenarios whose work crosses internal topics (a re-key, a
  *       join): the consumer group's lag on the input says nothing about
@@ -42,14 +42,18 @@
  *                     8-byte big-endian count, kstreams' int64 and Java's
  *                     LongSerializer) reaches EXPECT (every input counted);
  *         -m records: EXPECT records have arrived (every join result);
+ *         -m table:   EXPECT keys have a value (not a tombstone) as their
+ *                     latest record (a table-table join's result table:
+ *                     every left key joined);
  *       then reads utime+stime and VmHWM of PID as `wait` does, and goes on
  *       reading until IDLE_MS (3000) pass without a record, to catch
  *       outputs beyond EXPECT (counted twice). Prints
  *         records=INPUT_RECORDS wall_s=S first_s=F cpu_s=C rss_kb=R
  *           out=M keys=K sum=X extra=E
  *       first_s: start -> first output; out: output records read; keys:
- *       distinct output keys; sum: the latest counts' sum (count mode);
- *       extra: records (records mode) or counts (count mode) beyond
+ *       distinct output keys; sum: the latest counts' sum (count mode),
+ *       the keys with a value (table mode); extra: records (records mode),
+ *       counts (count mode) or keys with a value (table mode) beyond
  *       EXPECT. Exit 1 if PID dies or the timeout passes before EXPECT,
  *       2 if there were extra ones.
  */
@@ -518,7 +522,8 @@ static int cmd_until(int argc, char **argv)
         }
     }
     int counts = mode && strcmp(mode, "count") == 0;
-    if (!topics || !mode || (!counts && strcmp(mode, "records") != 0) || expect < 0 ||
+    int table = mode && strcmp(mode, "table") == 0;
+    if (!topics || !mode || (!counts && !table && strcmp(mode, "records") != 0) || expect < 0 ||
         pid <= 0 || start <= 0)
         return 64;
     if (input < 0)
@@ -575,10 +580,12 @@ static int cmd_until(int argc, char **argv)
             if (first == 0)
                 first = last - start;
             out++;
-            if (counts) {
+            if (counts || table) {
                 int64_t v = 0, old = 0;
                 const unsigned char *b = m->payload;
-                if (b && m->len == 8)
+                if (table)
+                    v = b != NULL; /* 1: the key has a value, 0: a tombstone */
+                else if (b && m->len == 8)
                     for (int i = 0; i < 8; i++)
                         v = (int64_t)((uint64_t)v << 8 | b[i]);
                 if (kv_put(m->key ? m->key : "", m->key_len, v, &old) != 0) {
@@ -593,7 +600,7 @@ static int cmd_until(int argc, char **argv)
                     break;
                 }
             }
-            if (done_at == 0 && (counts ? sum : out) >= expect) {
+            if (done_at == 0 && (counts || table ? sum : out) >= expect) {
                 done_at = last;
                 double cpu_now = 0;
                 if (proc_cpu(pid, &cpu_now) == 0)
@@ -606,10 +613,10 @@ static int cmd_until(int argc, char **argv)
     }
     rd_kafka_destroy(rk);
     if (rc == 0) {
-        long long extra = (counts ? sum : out) - expect;
+        long long extra = (counts || table ? sum : out) - expect;
         printf("records=%lld wall_s=%.3f first_s=%.3f cpu_s=%.2f rss_kb=%ld out=%lld keys=%zu "
                "sum=%lld extra=%lld\n",
-               input, done_at - start, first, cpu, rss, out, tab_n, counts ? sum : 0, extra);
+               input, done_at - start, first, cpu, rss, out, tab_n, counts || table ? sum : 0, extra);
         if (extra != 0)
             rc = 2;
     }

@@ -33,6 +33,8 @@ UNTIL = [
      "id; inner)", "joined orders:"),
     ("sjoin", "issue 19", "windowed stream-stream join (orders + payments, window "
      "±%(join_window_s)s s, grace %(join_grace_s)s s; inner)", "joined pairs:"),
+    ("fk", "issue 19", "foreign-key table-table join (%(table_keys)s customers, then orders "
+     "keyed by order id; inner)", "orders with a joined result:"),
 ]
 
 
@@ -203,8 +205,8 @@ def until_table(rows, meta):
             if r["status"] not in ("ok", "extra"):
                 out.append(f"| {label} | {sname} | {r['status']} | | | | | | |")
                 continue
-            check = f"{what} {fmt_int(r.get('sum') if sc == 'rekey' else r.get('out'))}"
-            if sc == "rekey":
+            check = f"{what} {fmt_int(r.get('sum') if sc in ('rekey', 'fk') else r.get('out'))}"
+            if sc in ("rekey", "fk"):
                 check += f" ({fmt_int(r.get('keys'))} keys, {fmt_int(r.get('out'))} records)"
             check += " — as expected" if r["status"] == "ok" else \
                 f" — **{fmt_int(r.get('extra'))} more than expected**"
@@ -227,7 +229,9 @@ def until_targets(rows):
             ("join", "issue 18", "stream-table join EOS, records per CPU-second vs Kafka Streams",
              None),
             ("sjoin", "issue 19",
-             "windowed stream-stream join EOS, records per CPU-second vs Kafka Streams", None)):
+             "windowed stream-stream join EOS, records per CPU-second vs Kafka Streams", None),
+            ("fk", "issue 19",
+             "foreign-key join EOS, records per CPU-second vs Kafka Streams", None)):
         k, j = rows.get((sc, "eos", "kstreams")), rows.get((sc, "eos", "java"))
         if (sc, "eos", "kstreams") not in rows and (sc, "eos", "java") not in rows:
             continue

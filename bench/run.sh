@@ -4,11 +4,11 @@
 #
 #   bench/run.sh [--quick] [--only "stateless count window restore swap"]
 #                [--no-java] [--keep-broker] [--chart FILE]
-#   BENCH_SCENARIOS="rekey join sjoin" bench/run.sh   (the same as --only)
+#   BENCH_SCENARIOS="rekey join sjoin fk" bench/run.sh   (the same as --only)
 #
 # Scenarios: stateless, count, window, restore, swap (the default set) and
-# rekey, join, sjoin (the rows of the re-key and join issues: run them by
-# name, they are not in the default set).
+# rekey, join, sjoin, fk (the rows of the re-key and join issues: run them
+# by name, they are not in the default set).
 #
 # Prints one table (also written to $BENCH_BUILD/bench-out/table.md) and
 # draws docs/performance.png (throughput per scenario). docs/performance.md
@@ -64,7 +64,12 @@
 #          (inner, window BENCH_JOIN_WINDOW_S each way, grace
 #          BENCH_JOIN_GRACE_S), Kafka Streams join(other, joiner,
 #          JoinWindows.ofTimeDifferenceAndGrace(...)); done at RECORDS/2
-#          pairs.
+#          pairs;
+#   fk     TABLE_KEYS customers written first, then RECORDS orders (a
+#          table keyed by order id, the customer id in the value): kstreams
+#          `join.fk` (inner, pair), Kafka Streams KTable#join(customers,
+#          v -> customer, joiner); done when all RECORDS orders have a
+#          joined result as their latest output.
 # Each fails when the outputs do not complete within BENCH_TIMEOUT, or when
 # more arrive (read until 3 s pass without one) than the input explains.
 set -euo pipefail
@@ -267,6 +272,25 @@ sinks:
   - { from: paid, topic: $out, key: string, value: json }
 EOF
 		;;
+	fk)
+		cat >>"$file" <<EOF
+stores:
+  orders: { map_size: 4GiB }
+  customers: { map_size: 4GiB }
+sources: # a pipeline needs one; nothing is written to it
+  events: { topic: $in-events, key: string, value: json }
+tables:
+  orders: { topic: $in, key: string, value: json }
+  customers: { topic: $in-customers, key: string, value: json }
+nodes:
+  - name: orders_customers
+    type: join.fk
+    from: orders
+    config: { right: customers, foreign_key: /customer, kind: inner, joiner: pair }
+sinks:
+  - { from: orders_customers, topic: $out, key: string, value: json }
+EOF
+		;;
 	esac
 }
 
@@ -373,7 +397,7 @@ run_one() {
 
 # ---- re-key and joins -------------------------------------------------------------
 
-# run_until SCENARIO(rekey|join|sjoin) SYSTEM(kstreams|java): exactly-once;
+# run_until SCENARIO(rekey|join|sjoin|fk) SYSTEM(kstreams|java): exactly-once;
 # the outputs are read until complete (bench/measure until), which verifies
 # them too. Both systems get the same input (loadgen's seeds).
 run_until() {
@@ -399,6 +423,14 @@ run_until() {
 		"${gen[@]}" -t "$in" -n "$half" -k "$half" -P o -Q || die "loadgen failed"
 		"${gen[@]}" -t "$in-payments" -n "$half" -k "$half" -P o -Q -S 2 || die "loadgen failed"
 		mode=records expect=$half input=$((2 * half))
+		;;
+	fk) # the customers table first, then the orders table (key: order id)
+		"${gen[@]}" -t "$in-customers" -n "$TABLE_KEYS" -k "$TABLE_KEYS" -P c -Q -S 7 ||
+			die "loadgen failed"
+		"${gen[@]}" -t "$in" -n "$RECORDS" -k "$RECORDS" -P o -Q -c "$TABLE_KEYS" ||
+			die "loadgen failed"
+		"$TOOLS/measure" create -b "$B" "$in-events" "$PARTITIONS"
+		mode=table expect=$RECORDS
 		;;
 	esac
 	"$TOOLS/measure" create -b "$B" "$out" "$PARTITIONS"
@@ -614,7 +646,7 @@ if want window; then
 	done
 fi
 # the re-key and join rows: kstreams, then Kafka Streams on the same input
-for sc in rekey join sjoin; do
+for sc in rekey join sjoin fk; do
 	if want "$sc"; then
 		run_until "$sc" kstreams
 		((JAVA)) && run_until "$sc" java

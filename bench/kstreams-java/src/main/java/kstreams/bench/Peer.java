@@ -40,6 +40,9 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  *   join    stream(input).join(table(input + "-customers"), pair).to(output)
  *   sjoin   stream(input).join(stream(input + "-payments"), pair,
  *             JoinWindows.ofTimeDifferenceAndGrace(window, grace)).to(output)
+ *   fk      table(input).join(table(input + "-customers"),
+ *             v -> v's "customer", pair).toStream().to(output)
+ *           (the foreign-key join, KIP-213)
  *           pair: {"left":<order>,"right":<customer or payment>}, the two
  *           values' bytes copied in, as kstreams' `joiner: pair` writes it
  *
@@ -52,7 +55,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * the benchmark), one stream thread, default RocksDB stores and the default
  * record cache. Everything else is Kafka Streams' default.
  *
- * usage: Peer count|window|rekey|join|sjoin BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
+ * usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
  *             COMMIT_MS [WINDOW_MS GRACE_MS]   (sjoin: the join window each way)
  * Prints one "restored store S partition P: N records replayed; since the
  * first restore began: X s" line per restored partition (a StateRestoreListener) and
@@ -90,7 +93,7 @@ public final class Peer {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 8) {
-            System.err.println("usage: Peer count|window|rekey|join|sjoin BOOTSTRAP APP_ID INPUT OUTPUT eos|alo "
+            System.err.println("usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo "
                                + "STATE_DIR COMMIT_MS [WINDOW_MS GRACE_MS]");
             System.exit(64);
         }
@@ -110,8 +113,9 @@ public final class Peer {
         p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
 
         StreamsBuilder b = new StreamsBuilder();
-        KStream<String, byte[]> in =
-            b.stream(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
+        /* fk reads the input as a table, the other modes as a stream */
+        KStream<String, byte[]> in = mode.equals("fk") ? null
+            : b.stream(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
         if (mode.equals("count")) {
             in.groupByKey().count().toStream()
               .to(args[4], Produced.with(Serdes.String(), Serdes.Long()));
@@ -144,6 +148,14 @@ public final class Peer {
                                                          Duration.ofMillis(grace)),
                     StreamJoined.with(Serdes.String(), Serdes.ByteArray(), Serdes.ByteArray()))
               .to(args[4], Produced.with(Serdes.String(), Serdes.ByteArray()));
+        } else if (mode.equals("fk")) {
+            ObjectMapper json = new ObjectMapper();
+            KTable<String, byte[]> orders =
+                b.table(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
+            KTable<String, byte[]> customers =
+                b.table(args[3] + "-customers", Consumed.with(Serdes.String(), Serdes.ByteArray()));
+            orders.join(customers, v -> customer(json, v), Peer::pair).toStream()
+                  .to(args[4], Produced.with(Serdes.String(), Serdes.ByteArray()));
         } else {
             System.err.println("unknown mode " + mode);
             System.exit(64);
