@@ -241,9 +241,11 @@ int main(int argc, char **argv)
             if (!m->err) {
                 begin_batch();
                 for (int copy = 0; copy < (out2 ? 2 : 1); copy++) {
+                    /* the ?: in parentheses: RD_KAFKA_V_* cast their argument,
+                     * which would otherwise bind to `copy` alone */
                     int r = rd_kafka_producev(
-                        producer, RD_KAFKA_V_RKT(copy ? out2 : out),
-                        RD_KAFKA_V_PARTITION(copy ? m->partition : RD_KAFKA_PARTITION_UA),
+                        producer, RD_KAFKA_V_RKT((copy ? out2 : out)),
+                        RD_KAFKA_V_PARTITION((copy ? m->partition : RD_KAFKA_PARTITION_UA)),
                         RD_KAFKA_V_KEY(m->key, m->key_len), RD_KAFKA_V_VALUE(m->payload, m->len),
                         RD_KAFKA_V_TIMESTAMP(rd_kafka_message_timestamp(m, NULL)),
                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);

@@ -3,8 +3,9 @@
  * input topic (created with P partitions when it does not exist).
  *
  *   loadgen -b HOST:PORT -t TOPIC [-p PARTITIONS] [-n RECORDS] [-k KEYS]
- *           [-s VALUE_BYTES] [-z SKEW] [-f bytes|orders] [-r RATE]
- *           [-S SEED] [-w SPREAD_MS] [-L] [-q]
+ *           [-s VALUE_BYTES] [-z SKEW] [-f bytes|orders|json] [-r RATE]
+ *           [-S SEED] [-w SPREAD_MS] [-L] [-q] [-P KEY_PREFIX] [-Q]
+ *           [-c FIELD_KEYS]
  *
  *   -n  records to write (1000000)       -k  distinct keys (100000)
  *   -s  value size in bytes (100)        -p  partitions when creating (4)
@@ -15,6 +16,14 @@
  *               {"id":7,"kind":"purchase","user":"u0000042","amount":12,"pad":"..."}
  *               kind: 80% purchase, 10% refund, 10% test (dropped by the
  *               example's route processor)
+ *       json:   value = a record with a customer id in a field, padded to
+ *               about the given size, for the re-key and join scenarios:
+ *               {"id":7,"customer":"c0000042","amount":12,"pad":"..."}
+ *               the customer is uniform over -c FIELD_KEYS ids
+ *   -P  key prefix ("u"): keys are PREFIX + 7 digits ("c0000042")
+ *   -Q  sequential keys: record i gets key i % KEYS (each key once per
+ *       KEYS records; a table, or two streams with the same ids)
+ *   -c  distinct customer ids in the json format's field (KEYS)
  *   -r  records per second, steady (0 = as fast as possible): the latency
  *       runs produce at a steady rate
  *   -w  timestamps: 0 = the wall clock when the record is produced (the
@@ -163,20 +172,22 @@ static int create_topic(rd_kafka_t *rk, const char *topic, int partitions)
 static void usage(void)
 {
     fprintf(stderr, "usage: loadgen -b HOST:PORT -t TOPIC [-p PARTITIONS] [-n RECORDS] "
-                    "[-k KEYS] [-s VALUE_BYTES] [-z SKEW] [-f bytes|orders] [-r RATE] "
-                    "[-S SEED] [-w SPREAD_MS] [-L] [-q]\n");
+                    "[-k KEYS] [-s VALUE_BYTES] [-z SKEW] [-f bytes|orders|json] [-r RATE] "
+                    "[-S SEED] [-w SPREAD_MS] [-L] [-q] [-P KEY_PREFIX] [-Q] [-c FIELD_KEYS]\n");
     exit(64);
 }
 
 int main(int argc, char **argv)
 {
-    const char *bootstrap = NULL, *topic = NULL, *format = "bytes";
+    const char *bootstrap = NULL, *topic = NULL, *format = "bytes", *prefix = "u";
+    long field_keys = 0;
+    int sequential = 0;
     long n = 1000000, keys = 100000, vsize = 100, partitions = 4, rate = 0, seed = 1;
     long spread_ms = 0;
     double skew = 0;
     int quiet = 0, latency_keys = 0;
     int c;
-    while ((c = getopt(argc, argv, "b:t:p:n:k:s:z:f:r:S:w:Lq")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:p:n:k:s:z:f:r:S:w:LqP:Qc:")) != -1) {
         switch (c) {
         case 'b': bootstrap = optarg; break;
         case 't': topic = optarg; break;
@@ -191,12 +202,18 @@ int main(int argc, char **argv)
         case 'w': spread_ms = atol(optarg); break;
         case 'L': latency_keys = 1; break;
         case 'q': quiet = 1; break;
+        case 'P': prefix = optarg; break;
+        case 'Q': sequential = 1; break;
+        case 'c': field_keys = atol(optarg); break;
         default: usage();
         }
     }
-    int orders = strcmp(format, "orders") == 0;
+    int orders = strcmp(format, "orders") == 0, json = strcmp(format, "json") == 0;
+    if (field_keys == 0)
+        field_keys = keys;
     if (!bootstrap || !topic || n < 0 || keys < 1 || vsize < 0 || vsize > 1000000 ||
-        partitions < 1 || rate < 0 || skew < 0 || (!orders && strcmp(format, "bytes") != 0))
+        partitions < 1 || rate < 0 || skew < 0 || field_keys < 1 || strlen(prefix) > 16 ||
+        (!orders && !json && strcmp(format, "bytes") != 0))
         usage();
     rng_state ^= (uint64_t)seed * 0x9E3779B97F4A7C15ULL;
 
@@ -263,16 +280,22 @@ int main(int argc, char **argv)
                 nanosleep(&ts, NULL);
             }
         }
-        long k = pick_key(keys, cdf);
+        long k = sequential ? i % keys : pick_key(keys, cdf);
         char key[64];
-        int klen = latency_keys ? snprintf(key, sizeof key, "L%lld_u%07ld", (long long)wall_us(), k)
-                                : snprintf(key, sizeof key, "u%07ld", k);
+        int klen = latency_keys
+                       ? snprintf(key, sizeof key, "L%lld_%s%07ld", (long long)wall_us(), prefix, k)
+                       : snprintf(key, sizeof key, "%s%07ld", prefix, k);
         size_t vlen;
-        if (orders) {
-            int len = snprintf(value, (size_t)vsize + 256,
-                               "{\"id\":%ld,\"kind\":\"%s\",\"user\":\"%s\",\"amount\":%ld,"
-                               "\"pad\":\"",
-                               i, kinds[rnd() % 10], key, (long)(1 + rnd() % 1000));
+        if (orders || json) {
+            int len = orders ? snprintf(value, (size_t)vsize + 256,
+                                        "{\"id\":%ld,\"kind\":\"%s\",\"user\":\"%s\","
+                                        "\"amount\":%ld,\"pad\":\"",
+                                        i, kinds[rnd() % 10], key, (long)(1 + rnd() % 1000))
+                             : snprintf(value, (size_t)vsize + 256,
+                                        "{\"id\":%ld,\"customer\":\"c%07ld\",\"amount\":%ld,"
+                                        "\"pad\":\"",
+                                        i, (long)(rnd() % (uint64_t)field_keys),
+                                        (long)(1 + rnd() % 1000));
             long room = vsize - len - 2;
             if (room < 0)
                 room = 0;

@@ -31,6 +31,31 @@
  *       gap_ms: the longest time between two arrivals once counting began
  *       (outputs arrive in bursts, one per commit: about the commit
  *       interval when all is well; a stall, such as a hot swap, shows here)
+ *   measure until -b B -t TOPIC[,TOPIC...] -m count|records|table -x EXPECT -p PID
+ *                 -0 START_NS [-n INPUT_RECORDS] [-i IDLE_MS] [-T TIMEOUT_S]
+ *       the scenarios whose work crosses internal topics (a re-key, a
+ *       join): the consumer group's lag on the input says nothing about
+ *       the stages behind a repartition topic, so this waits for the
+ *       outputs themselves. Reads the output topics from the beginning,
+ *       read_committed, while PID runs, until
+ *         -m count:   the sum over keys of each key's latest value (an
+ *                     8-byte big-endian count, kstreams' int64 and Java's
+ *                     LongSerializer) reaches EXPECT (every input counted);
+ *         -m records: EXPECT records have arrived (every join result);
+ *         -m table:   EXPECT keys have a value (not a tombstone) as their
+ *                     latest record (a table-table join's result table:
+ *                     every left key joined);
+ *       then reads utime+stime and VmHWM of PID as `wait` does, and goes on
+ *       reading until IDLE_MS (3000) pass without a record, to catch
+ *       outputs beyond EXPECT (counted twice). Prints
+ *         records=INPUT_RECORDS wall_s=S first_s=F cpu_s=C rss_kb=R
+ *           out=M keys=K sum=X extra=E
+ *       first_s: start -> first output; out: output records read; keys:
+ *       distinct output keys; sum: the latest counts' sum (count mode),
+ *       the keys with a value (table mode); extra: records (records mode),
+ *       counts (count mode) or keys with a value (table mode) beyond
+ *       EXPECT. Exit 1 if PID dies or the timeout passes before EXPECT,
+ *       2 if there were extra ones.
  */
 #define _GNU_SOURCE
 #include <librdkafka/rdkafka.h>
@@ -414,6 +439,194 @@ static int cmd_latency(int argc, char **argv)
     return 0;
 }
 
+/* ---- until ---------------------------------------------------------------- */
+
+/* key -> latest count: open addressing, keys copied into one arena */
+struct kv {
+    uint64_t hash;
+    char *key;
+    size_t len;
+    int64_t value;
+};
+static struct kv *tab;
+static size_t tab_cap, tab_n;
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ULL;
+    return h;
+}
+
+static struct kv *kv_slot(struct kv *t, size_t cap, uint64_t h, const void *key, size_t len)
+{
+    for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
+        if (!t[i].key || (t[i].hash == h && t[i].len == len && memcmp(t[i].key, key, len) == 0))
+            return &t[i];
+}
+
+/* the latest value of KEY (set to VALUE), the previous one in *old */
+static int kv_put(const void *key, size_t len, int64_t value, int64_t *old)
+{
+    if ((tab_n + 1) * 2 > tab_cap) {
+        size_t ncap = tab_cap ? tab_cap * 2 : 1 << 16;
+        struct kv *nt = calloc(ncap, sizeof *nt);
+        if (!nt)
+            return -1;
+        for (size_t i = 0; i < tab_cap; i++)
+            if (tab[i].key)
+                *kv_slot(nt, ncap, tab[i].hash, tab[i].key, tab[i].len) = tab[i];
+        free(tab);
+        tab = nt;
+        tab_cap = ncap;
+    }
+    uint64_t h = fnv1a(key, len);
+    struct kv *e = kv_slot(tab, tab_cap, h, key, len);
+    if (!e->key) {
+        e->key = malloc(len ? len : 1);
+        if (!e->key)
+            return -1;
+        memcpy(e->key, key, len);
+        e->len = len;
+        e->hash = h;
+        e->value = 0;
+        tab_n++;
+    }
+    *old = e->value;
+    e->value = value;
+    return 0;
+}
+
+static int cmd_until(int argc, char **argv)
+{
+    char *topics = NULL;
+    const char *mode = NULL;
+    long long expect = -1, input = -1;
+    pid_t pid = 0;
+    double start = 0, timeout = 600;
+    int idle_ms = 3000, c;
+    optind = 0;
+    while ((c = getopt(argc, argv, "t:m:x:p:0:n:i:T:")) != -1) {
+        switch (c) {
+        case 't': topics = strdup(optarg); break;
+        case 'm': mode = optarg; break;
+        case 'x': expect = atoll(optarg); break;
+        case 'p': pid = (pid_t)atoi(optarg); break;
+        case '0': start = atof(optarg) / 1e9; break;
+        case 'n': input = atoll(optarg); break;
+        case 'i': idle_ms = atoi(optarg); break;
+        case 'T': timeout = atof(optarg); break;
+        default: return 64;
+        }
+    }
+    int counts = mode && strcmp(mode, "count") == 0;
+    int table = mode && strcmp(mode, "table") == 0;
+    if (!topics || !mode || (!counts && !table && strcmp(mode, "records") != 0) || expect < 0 ||
+        pid <= 0 || start <= 0)
+        return 64;
+    if (input < 0)
+        input = expect;
+    char group[128];
+    snprintf(group, sizeof group, "bench-until-%d", (int)getpid());
+    const char *props[] = {"group.id", group, "enable.auto.commit", "false",
+                           "isolation.level", "read_committed", "fetch.wait.max.ms", "10",
+                           "enable.partition.eof", "false", NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, props);
+    if (!rk)
+        return 2;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    for (char *save = NULL, *t = strtok_r(topics, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int parts = partition_count(rk, t);
+        if (parts <= 0) {
+            fprintf(stderr, "measure: no partitions for %s\n", t);
+            return 1;
+        }
+        for (int p = 0; p < parts; p++)
+            rd_kafka_topic_partition_list_add(l, t, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    }
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    long long out = 0, sum = 0;
+    double first = 0, done_at = 0, cpu = 0, last = 0;
+    long rss = -1;
+    int rc = 1;
+    for (;;) {
+        double now = wall_s();
+        if (done_at > 0) {
+            if ((now - last) * 1000 >= idle_ms)
+                break;
+        } else {
+            double cpu_now;
+            if (proc_cpu(pid, &cpu_now) != 0) {
+                fprintf(stderr, "measure: process %d ended before its outputs were complete "
+                                "(%lld records, sum %lld of %lld)\n",
+                        (int)pid, out, sum, expect);
+                break;
+            }
+            if (now - start > timeout) {
+                fprintf(stderr, "measure: outputs not complete after %.0f s (%lld records, sum "
+                                "%lld, expected %lld)\n",
+                        timeout, out, sum, expect);
+                break;
+            }
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 20);
+        if (!m)
+            continue;
+        if (!m->err) {
+            last = wall_s();
+            if (first == 0)
+                first = last - start;
+            out++;
+            if (counts || table) {
+                int64_t v = 0, old = 0;
+                const unsigned char *b = m->payload;
+                if (table)
+                    v = b != NULL; /* 1: the key has a value, 0: a tombstone */
+                else if (b && m->len == 8)
+                    for (int i = 0; i < 8; i++)
+                        v = (int64_t)((uint64_t)v << 8 | b[i]);
+                if (kv_put(m->key ? m->key : "", m->key_len, v, &old) != 0) {
+                    fprintf(stderr, "measure: out of memory\n");
+                    break;
+                }
+                sum += v - old;
+            } else {
+                int64_t old;
+                if (kv_put(m->key ? m->key : "", m->key_len, 0, &old) != 0) {
+                    fprintf(stderr, "measure: out of memory\n");
+                    break;
+                }
+            }
+            if (done_at == 0 && (counts || table ? sum : out) >= expect) {
+                done_at = last;
+                double cpu_now = 0;
+                if (proc_cpu(pid, &cpu_now) == 0)
+                    cpu = cpu_now;
+                rss = proc_hwm_kb(pid);
+                rc = 0;
+            }
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_destroy(rk);
+    if (rc == 0) {
+        long long extra = (counts || table ? sum : out) - expect;
+        printf("records=%lld wall_s=%.3f first_s=%.3f cpu_s=%.2f rss_kb=%ld out=%lld keys=%zu "
+               "sum=%lld extra=%lld\n",
+               input, done_at - start, first, cpu, rss, out, tab_n, counts || table ? sum : 0, extra);
+        if (extra != 0)
+            rc = 2;
+    }
+    for (size_t i = 0; i < tab_cap; i++)
+        free(tab[i].key);
+    free(tab);
+    free(topics);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     const char *cmd = argc > 1 ? argv[1] : "";
@@ -437,8 +650,10 @@ int main(int argc, char **argv)
         rc = cmd_wait(argc, argv);
     else if (strcmp(cmd, "latency") == 0)
         rc = cmd_latency(argc, argv);
+    else if (strcmp(cmd, "until") == 0)
+        rc = cmd_until(argc, argv);
     if (rc == 64)
-        fprintf(stderr, "usage: measure create|delete|wait|latency -b HOST:PORT ... "
+        fprintf(stderr, "usage: measure create|delete|wait|latency|until -b HOST:PORT ... "
                         "(see the top of bench/measure.c)\n");
     return rc;
 }

@@ -4,7 +4,8 @@
     report.py RESULTS.tsv [--chart FILE.png] [--venv DIR]
 
 Reads the tab-separated results run.sh wrote, prints a Markdown table (the
-one docs/performance.md shows) and the targets of issue 9, and draws the
+one docs/performance.md shows) and the targets of issue 9, the re-key and
+join rows (issues 17, 18, 19) with their checked outputs, and draws the
 throughput chart with matplotlib. Without matplotlib it installs it into a
 virtualenv (DIR) from PyPI; failing that it tries gnuplot; failing that it
 says so and draws nothing.
@@ -24,6 +25,17 @@ GUARANTEES = [("eos", "exactly-once"), ("alo", "at-least-once")]
 SYSTEMS = [("kstreams", "kstreams"), ("java", "Kafka Streams 4.1.1"),
            ("ceiling", "ceiling (librdkafka loop)")]
 CEILING2 = "ceiling, 2 writes per record (output + changelog-like)"
+# the rows of run.sh's run_until: exactly-once, kstreams and Kafka Streams
+UNTIL = [
+    ("rekey", "issue 17", "re-key + count (%(keys)s users -> %(keys)s customer ids from the "
+     "JSON value)", "all customers' latest counts add up to"),
+    ("join", "issue 18", "stream-table join (%(table_keys)s customers, then orders by customer "
+     "id; inner)", "joined orders:"),
+    ("sjoin", "issue 19", "windowed stream-stream join (orders + payments, window "
+     "±%(join_window_s)s s, grace %(join_grace_s)s s; inner)", "joined pairs:"),
+    ("fk", "issue 19", "foreign-key table-table join (%(table_keys)s customers, then orders "
+     "keyed by order id; inner)", "orders with a joined result:"),
+]
 
 
 def load(path):
@@ -48,9 +60,9 @@ def load(path):
         r = {"status": f[3]}
         if f[0] == "restore" and f[3] == "ok":
             r["records"], r["secs"] = int(f[4]), float(f[5])
-        elif f[3] == "ok":
+        elif f[3] in ("ok", "extra"):
             names = ["records", "wall", "first", "cpu", "rss_kb", "lat_n", "p50", "p99", "max",
-                     "gap", "prep"]
+                     "gap", "prep", "expect", "out", "keys", "sum", "extra"]
             for n, v in zip(names, f[4:]):
                 try:
                     r[n] = float(v)
@@ -169,6 +181,75 @@ def swap_line(rows):
                    f"{s['max']:.0f} ms.")
 
 
+def until_table(rows, meta):
+    """The re-key and join rows: one table, a ratio row per scenario, and what
+    was checked of the outputs."""
+    m = {"keys": f"{int(meta.get('keys', 100000)):,}",
+         "table_keys": f"{int(meta.get('table_keys', 100000)):,}",
+         "join_window_s": meta.get("join_window_s", "300"),
+         "join_grace_s": meta.get("join_grace_s", "60")}
+    out = ["| scenario | system | input records | records/s | first output s | "
+           "CPU s / 1M records | records / CPU-s | peak RSS MiB | outputs checked |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    any_row = False
+    for sc, issue, name, what in UNTIL:
+        present = [(s, n) for s, n in SYSTEMS[:2] if (sc, "eos", s) in rows]
+        if not present:
+            continue
+        any_row = True
+        first = True
+        for s, sname in present:
+            r = rows[(sc, "eos", s)]
+            label = f"{name % m} ({issue}), exactly-once" if first else ""
+            first = False
+            if r["status"] not in ("ok", "extra"):
+                out.append(f"| {label} | {sname} | {r['status']} | | | | | | |")
+                continue
+            check = f"{what} {fmt_int(r.get('sum') if sc in ('rekey', 'fk') else r.get('out'))}"
+            if sc in ("rekey", "fk"):
+                check += f" ({fmt_int(r.get('keys'))} keys, {fmt_int(r.get('out'))} records)"
+            check += " — as expected" if r["status"] == "ok" else \
+                f" — **{fmt_int(r.get('extra'))} more than expected**"
+            out.append(f"| {label} | {sname} | {fmt_int(r['records'])} | {fmt_int(rate(r))} | "
+                       f"{r['first']:.1f} | {cpu_per_m(r):.2f} | {fmt_int(per_cpu(r))} | "
+                       f"{rss_mib(r):.0f} | {check} |")
+        k, j = rows.get((sc, "eos", "kstreams")), rows.get((sc, "eos", "java"))
+        if ok(k) and ok(j):
+            out.append(f"| | **kstreams ÷ Kafka Streams** | | **{rate(k) / rate(j):.2f}×** | | "
+                       f"{cpu_per_m(k) / cpu_per_m(j):.2f}× | **{per_cpu(k) / per_cpu(j):.2f}×** | "
+                       f"{rss_mib(k) / rss_mib(j):.2f}× | |")
+    return "\n".join(out) if any_row else ""
+
+
+def until_targets(rows):
+    res = []
+    for sc, issue, label, goal in (
+            ("rekey", "issue 17", "re-key + count EOS, records per CPU-second vs Kafka Streams",
+             3.0),
+            ("join", "issue 18", "stream-table join EOS, records per CPU-second vs Kafka Streams",
+             None),
+            ("sjoin", "issue 19",
+             "windowed stream-stream join EOS, records per CPU-second vs Kafka Streams", None),
+            ("fk", "issue 19",
+             "foreign-key join EOS, records per CPU-second vs Kafka Streams", None)):
+        k, j = rows.get((sc, "eos", "kstreams")), rows.get((sc, "eos", "java"))
+        if (sc, "eos", "kstreams") not in rows and (sc, "eos", "java") not in rows:
+            continue
+        g = f"≥ {goal:.0f}×" if goal else "(no figure set)"
+        if ok(k) and ok(j):
+            x = per_cpu(k) / per_cpu(j)
+            v = "" if not goal else ("met" if x >= goal else
+                                     f"**missed** ({100 * (1 - x / goal):.0f}% short)")
+            res.append((f"{label} ({issue})", g, f"{x:.2f}×", v))
+        else:
+            res.append((f"{label} ({issue})", g, "not measured", ""))
+    if not res:
+        return ""
+    out = ["| target | goal | measured | |", "|---|---|---|---|"]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in res]
+    return "\n".join(out)
+
+
 def targets(rows, meta):
     commit = float(meta.get("commit_ms", 100))
     res = []
@@ -226,6 +307,10 @@ def chart_data(rows, metric=rate):
                 r = rows.get((sc, g, s)) if s != "ceiling" else rows.get(("count", g, s))
                 series[s].append(metric(r) / 1000 if ok(r) and metric(r) else 0)
     return labels, series
+
+
+def rows_scenarios(rows):
+    return {k[0] for k in rows}
 
 
 def have_matplotlib(python):
@@ -318,8 +403,10 @@ def main():
     print(f"Machine: {meta.get('machine', '?')}; load average before {meta.get('load_before', '?')}, "
           f"after {meta.get('load_after', '?')}.")
     print()
-    print(table(rows, meta))
-    print()
+    main_rows = any(k[0] in ("stateless", "count", "window") for k in rows)
+    if main_rows:
+        print(table(rows, meta))
+        print()
     rt = restore_table(rows)
     if rt:
         print(rt)
@@ -328,9 +415,16 @@ def main():
     if pending:
         print("Pending (the feature is not in this build): " + ", ".join(pending))
         print()
-    print(swap_line(rows))
-    print()
-    print(targets(rows, meta))
+    ut = until_table(rows, meta)
+    if ut:
+        print(ut)
+        print()
+        print(until_targets(rows))
+        print()
+    if any(sc in rows_scenarios(rows) for sc in ("stateless", "count", "window", "swap")):
+        print(swap_line(rows))
+        print()
+        print(targets(rows, meta))
     if a.chart:
         labels, series = chart_data(rows)
         lb = (meta.get("load_before") or "?").split(" ")[0]
@@ -338,7 +432,7 @@ def main():
         title = (f"{meta.get('records', '?')} records, {meta.get('partitions', '?')} partitions, "
                  f"commit {meta.get('commit_ms', '?')} ms, one thread each; {meta.get('nproc', '?')} "
                  f"cores, load average {lb} before, {la} after")
-        py = find_python(a.venv)
+        py = find_python(a.venv) if labels else None
         import json
         done = False
         if py and labels:

@@ -4,6 +4,11 @@
 #
 #   bench/run.sh [--quick] [--only "stateless count window restore swap"]
 #                [--no-java] [--keep-broker] [--chart FILE]
+#   BENCH_SCENARIOS="rekey join sjoin fk" bench/run.sh   (the same as --only)
+#
+# Scenarios: stateless, count, window, restore, swap (the default set) and
+# rekey, join, sjoin, fk (the rows of the re-key and join issues: run them
+# by name, they are not in the default set).
 #
 # Prints one table (also written to $BENCH_BUILD/bench-out/table.md) and
 # draws docs/performance.png (throughput per scenario). docs/performance.md
@@ -33,7 +38,40 @@
 # BENCH_KAFKA_PORT (9992), BENCH_RECORDS (1000000), BENCH_KEYS (100000),
 # BENCH_VALUE_BYTES (100), BENCH_SKEW (0), BENCH_PARTITIONS (4),
 # BENCH_COMMIT_MS (100), BENCH_LATENCY_RATE (5000), BENCH_LATENCY_SECONDS (5),
-# BENCH_JAVA_OPTS (none: the JVM's defaults), BENCH_TIMEOUT (300 s per run).
+# BENCH_JAVA_OPTS (none: the JVM's defaults), BENCH_TIMEOUT (300 s per run),
+# BENCH_SCENARIOS (the scenarios to run, as --only; default
+# "stateless count window restore swap"), BENCH_TABLE_KEYS (100000: the
+# customers of the join scenario), BENCH_JOIN_WINDOW_S (300) and
+# BENCH_JOIN_GRACE_S (60): the stream-stream join's window.
+#
+# The re-key and join scenarios (exactly-once, kstreams next to Kafka
+# Streams, no ceiling and no latency phase) work across internal topics
+# (repartition, the join's buffers), so the lag of the input says nothing
+# about when they are done: bench/measure until reads their outputs from
+# the beginning (read_committed) while the process runs and takes the time,
+# CPU and peak RSS when the outputs are complete, which also verifies them:
+#   rekey  input keyed by user (KEYS users), a JSON value whose "customer"
+#          (one of KEYS customer ids) becomes the key, then counted:
+#          kstreams ops.select_key -> count, Kafka Streams
+#          groupBy((k, v) -> customer).count(); done when the latest
+#          counts of all customers add up to RECORDS;
+#   join   TABLE_KEYS customers written first (a table), then RECORDS
+#          orders keyed by customer id: kstreams `tables:` + `join` (inner,
+#          pair), Kafka Streams stream.join(table, joiner); done at RECORDS
+#          joined orders;
+#   sjoin  RECORDS/2 orders, then RECORDS/2 payments with the same ids
+#          (one payment per order, seconds later): kstreams `join.streams`
+#          (inner, window BENCH_JOIN_WINDOW_S each way, grace
+#          BENCH_JOIN_GRACE_S), Kafka Streams join(other, joiner,
+#          JoinWindows.ofTimeDifferenceAndGrace(...)); done at RECORDS/2
+#          pairs;
+#   fk     TABLE_KEYS customers written first, then RECORDS orders (a
+#          table keyed by order id, the customer id in the value): kstreams
+#          `join.fk` (inner, pair), Kafka Streams KTable#join(customers,
+#          v -> customer, joiner); done when all RECORDS orders have a
+#          joined result as their latest output.
+# Each fails when the outputs do not complete within BENCH_TIMEOUT, or when
+# more arrive (read until 3 s pass without one) than the input explains.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,7 +92,10 @@ WINDOW_SIZE_MS=60000
 WINDOW_GRACE_MS=10000
 WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
 CHART=$ROOT/docs/performance.png
-ONLY="stateless count window restore swap"
+ONLY=${BENCH_SCENARIOS:-"stateless count window restore swap"}
+TABLE_KEYS=${BENCH_TABLE_KEYS:-100000}
+JOIN_WINDOW_S=${BENCH_JOIN_WINDOW_S:-300}
+JOIN_GRACE_S=${BENCH_JOIN_GRACE_S:-60}
 JAVA=1
 KEEP_BROKER=0
 
@@ -182,6 +223,74 @@ sinks:
   - { from: per_key, topic: $out, key: string, value: int64 }
 EOF
 		;;
+	rekey)
+		cat >>"$file" <<EOF
+stores:
+  counts: { map_size: 4GiB }
+sources:
+  in: { topic: $in, key: string, value: json }
+nodes:
+  - { name: by_customer, type: ops.select_key, from: in, config: { path: /customer } }
+  - { name: per_customer, type: count, from: by_customer, store: counts }
+sinks:
+  - { from: per_customer, topic: $out, key: string, value: int64 }
+EOF
+		;;
+	join)
+		cat >>"$file" <<EOF
+stores:
+  customers: { map_size: 4GiB }
+sources:
+  orders: { topic: $in, key: string, value: json }
+tables:
+  customers: { topic: $in-customers, key: string, value: json }
+nodes:
+  - name: enriched
+    type: join
+    from: orders
+    table: customers
+    config: { kind: inner, joiner: pair }
+sinks:
+  - { from: enriched, topic: $out, key: string, value: json }
+EOF
+		;;
+	sjoin)
+		cat >>"$file" <<EOF
+stores:
+  buffer: { map_size: 4GiB }
+sources:
+  orders: { topic: $in, key: string, value: json }
+  payments: { topic: $in-payments, key: string, value: json }
+nodes:
+  - name: paid
+    type: join.streams
+    from: [orders, payments]
+    store: buffer
+    config: { left: orders, right: payments, kind: inner, joiner: pair }
+    window: { before: ${JOIN_WINDOW_S}s, after: ${JOIN_WINDOW_S}s, grace: ${JOIN_GRACE_S}s }
+sinks:
+  - { from: paid, topic: $out, key: string, value: json }
+EOF
+		;;
+	fk)
+		cat >>"$file" <<EOF
+stores:
+  orders: { map_size: 4GiB }
+  customers: { map_size: 4GiB }
+sources: # a pipeline needs one; nothing is written to it
+  events: { topic: $in-events, key: string, value: json }
+tables:
+  orders: { topic: $in, key: string, value: json }
+  customers: { topic: $in-customers, key: string, value: json }
+nodes:
+  - name: orders_customers
+    type: join.fk
+    from: orders
+    config: { right: customers, foreign_key: /customer, kind: inner, joiner: pair }
+sinks:
+  - { from: orders_customers, topic: $out, key: string, value: json }
+EOF
+		;;
 	esac
 }
 
@@ -284,6 +393,84 @@ run_one() {
 		"$(field cpu_s "$res")" "$(field rss_kb "$res")" "$(field n "$lat")" \
 		"$(field p50_ms "$lat")" "$(field p99_ms "$lat")" "$(field max_ms "$lat")" \
 		"$(field gap_ms "$lat")" >>"$RESULTS"
+}
+
+# ---- re-key and joins -------------------------------------------------------------
+
+# run_until SCENARIO(rekey|join|sjoin|fk) SYSTEM(kstreams|java): exactly-once;
+# the outputs are read until complete (bench/measure until), which verifies
+# them too. Both systems get the same input (loadgen's seeds).
+run_until() {
+	local scenario=$1 system=$2
+	local id=$RUN-$scenario-eos-$system
+	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
+	local gen=("$TOOLS/loadgen" -q -b "$B" -p "$PARTITIONS" -s "$VALUE_BYTES" -f json)
+	local mode expect input=$RECORDS half=$((RECORDS / 2))
+	mkdir -p "$dir"
+	log "$scenario eos $system: writing the input to $in"
+	case $scenario in
+	rekey) # keyed by user, counted by the customer in the value
+		"${gen[@]}" -t "$in" -n "$RECORDS" -k "$KEYS" -c "$KEYS" -z "$SKEW" || die "loadgen failed"
+		mode=count expect=$RECORDS
+		;;
+	join) # the customers table first, then the orders keyed by customer id
+		"${gen[@]}" -t "$in-customers" -n "$TABLE_KEYS" -k "$TABLE_KEYS" -P c -Q -S 7 ||
+			die "loadgen failed"
+		"${gen[@]}" -t "$in" -n "$RECORDS" -k "$TABLE_KEYS" -P c -z "$SKEW" || die "loadgen failed"
+		mode=records expect=$RECORDS
+		;;
+	sjoin) # orders, then one payment per order id
+		"${gen[@]}" -t "$in" -n "$half" -k "$half" -P o -Q || die "loadgen failed"
+		"${gen[@]}" -t "$in-payments" -n "$half" -k "$half" -P o -Q -S 2 || die "loadgen failed"
+		mode=records expect=$half input=$((2 * half))
+		;;
+	fk) # the customers table first, then the orders table (key: order id)
+		"${gen[@]}" -t "$in-customers" -n "$TABLE_KEYS" -k "$TABLE_KEYS" -P c -Q -S 7 ||
+			die "loadgen failed"
+		"${gen[@]}" -t "$in" -n "$RECORDS" -k "$RECORDS" -P o -Q -c "$TABLE_KEYS" ||
+			die "loadgen failed"
+		"$TOOLS/measure" create -b "$B" "$in-events" "$PARTITIONS"
+		mode=table expect=$RECORDS
+		;;
+	esac
+	"$TOOLS/measure" create -b "$B" "$out" "$PARTITIONS"
+
+	local cmd=()
+	case $system in
+	kstreams)
+		kstreams_yaml "$dir/pipeline.yaml" "$app" exactly-once "$scenario" "$in" "$out" "$dir/state"
+		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
+		;;
+	java)
+		# shellcheck disable=SC2206
+		cmd=(java $JAVA_OPTS -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+			-cp "$JAR_DIR/kstreams-bench-peer-1.jar:$JAR_DIR/lib/*" kstreams.bench.Peer
+			"$scenario" "$B" "$app" "$in" "$out" eos "$dir/state" "$COMMIT_MS"
+			$((JOIN_WINDOW_S * 1000)) $((JOIN_GRACE_S * 1000)))
+		;;
+	esac
+	echo "${cmd[*]}" >"$dir/command"
+	local t0 pid res rc=0
+	t0=$(date +%s%N)
+	"${cmd[@]}" >"$dir/process.log" 2>&1 &
+	pid=$!
+	res=$("$TOOLS/measure" until -b "$B" -t "$out" -m "$mode" -x "$expect" -n "$input" -p "$pid" \
+		-0 "$t0" -T "$TIMEOUT" 2>"$dir/until.err") || rc=$?
+	stop_pid "$pid"
+	if ((rc == 1)) || [[ -z $res ]]; then
+		log "$scenario eos $system FAILED ($(cat "$dir/until.err")); last lines of $dir/process.log:"
+		tail -n 20 "$dir/process.log" >&2
+		printf '%s\teos\t%s\tfailed\n' "$scenario" "$system" >>"$RESULTS"
+		return 0
+	fi
+	log "$scenario eos $system: $res"
+	local status=ok
+	((rc == 0)) || status=extra # more outputs than the input explains
+	printf '%s\teos\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\t\t\t\t%s\t%s\t%s\t%s\t%s\n' \
+		"$scenario" "$system" "$status" "$(field records "$res")" "$(field wall_s "$res")" \
+		"$(field first_s "$res")" "$(field cpu_s "$res")" "$(field rss_kb "$res")" \
+		"$expect" "$(field out "$res")" "$(field keys "$res")" "$(field sum "$res")" \
+		"$(field extra "$res")" >>"$RESULTS"
 }
 
 # ---- restore ------------------------------------------------------------------
@@ -415,6 +602,7 @@ broker_start
 : >"$RESULTS"
 {
 	echo "# run $RUN $(date -u +%FT%TZ)"
+	echo "# table_keys=$TABLE_KEYS join_window_s=$JOIN_WINDOW_S join_grace_s=$JOIN_GRACE_S scenarios=${ONLY// /,}"
 	echo "# records=$RECORDS keys=$KEYS value_bytes=$VALUE_BYTES skew=$SKEW partitions=$PARTITIONS commit_ms=$COMMIT_MS latency_rate=$LAT_RATE latency_seconds=$LAT_SECONDS"
 	echo "# nproc=$(nproc) mem=$(free -m | awk '/^Mem:/ {print $2 " MiB"}') cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 	echo "# load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -457,6 +645,13 @@ if want window; then
 		((JAVA)) && run_one window "$g" java
 	done
 fi
+# the re-key and join rows: kstreams, then Kafka Streams on the same input
+for sc in rekey join sjoin fk; do
+	if want "$sc"; then
+		run_until "$sc" kstreams
+		((JAVA)) && run_until "$sc" java
+	fi
+done
 if want restore; then
 	want count || log "restore needs the count scenario; skipped"
 	restore kstreams

@@ -13,10 +13,16 @@ import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.StreamJoined;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.processor.StateRestoreListener;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
 
 /**
  * The Kafka Streams side of bench/run.sh: the same topologies as the
@@ -28,22 +34,66 @@ import org.apache.kafka.streams.processor.StateRestoreListener;
  *   window  stream(input).groupByKey()
  *             .windowedBy(TimeWindows.ofSizeAndGrace(size, grace)).count()
  *             .toStream().map(key@start -> key, count).to(output)
+ *   rekey   stream(input).groupBy((k, v) -> v's "customer", Grouped.as("rekey"))
+ *             .count().toStream().to(output)   (the value parsed with
+ *           Jackson's ObjectMapper.readTree, as an application would)
+ *   join    stream(input).join(table(input + "-customers"), pair).to(output)
+ *   sjoin   stream(input).join(stream(input + "-payments"), pair,
+ *             JoinWindows.ofTimeDifferenceAndGrace(window, grace)).to(output)
+ *   fk      table(input).join(table(input + "-customers"),
+ *             v -> v's "customer", pair).toStream().to(output)
+ *           (the foreign-key join, KIP-213)
+ *           pair: {"left":<order>,"right":<customer or payment>}, the two
+ *           values' bytes copied in, as kstreams' `joiner: pair` writes it
+ *
+ * For rekey, join and sjoin the topology is built with
+ * topology.optimization=all: the table reuses its source topic as its
+ * changelog (as kstreams' tables do) and repartition topics are merged.
  *
  * Settings that matter for the comparison: processing.guarantee as given
  * (exactly_once_v2 or at_least_once), commit.interval.ms as given (100 in
  * the benchmark), one stream thread, default RocksDB stores and the default
  * record cache. Everything else is Kafka Streams' default.
  *
- * usage: Peer count|window BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
- *             COMMIT_MS [WINDOW_MS GRACE_MS]
+ * usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
+ *             COMMIT_MS [WINDOW_MS GRACE_MS]   (sjoin: the join window each way)
  * Prints one "restored store S partition P: N records replayed; since the
  * first restore began: X s" line per restored partition (a StateRestoreListener) and
  * "state RUNNING" when the instance runs. Stops on SIGTERM.
  */
 public final class Peer {
+    private static final byte[] LEFT = "{\"left\":".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    private static final byte[] RIGHT = ",\"right\":".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+
+    /** the value's "customer" member as text (null when absent: the record is dropped) */
+    private static String customer(ObjectMapper json, byte[] v) {
+        try {
+            com.fasterxml.jackson.databind.JsonNode c = json.readTree(v).get("customer");
+            return c == null || c.isNull() ? null : c.asText();
+        } catch (java.io.IOException e) {
+            return null;
+        }
+    }
+
+    /** {"left":L,"right":R} */
+    private static byte[] pair(byte[] l, byte[] r) {
+        byte[] o = new byte[LEFT.length + l.length + RIGHT.length + r.length + 1];
+        int n = 0;
+        System.arraycopy(LEFT, 0, o, n, LEFT.length);
+        n += LEFT.length;
+        System.arraycopy(l, 0, o, n, l.length);
+        n += l.length;
+        System.arraycopy(RIGHT, 0, o, n, RIGHT.length);
+        n += RIGHT.length;
+        System.arraycopy(r, 0, o, n, r.length);
+        n += r.length;
+        o[n] = '}';
+        return o;
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 8) {
-            System.err.println("usage: Peer count|window BOOTSTRAP APP_ID INPUT OUTPUT eos|alo "
+            System.err.println("usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo "
                                + "STATE_DIR COMMIT_MS [WINDOW_MS GRACE_MS]");
             System.exit(64);
         }
@@ -63,8 +113,9 @@ public final class Peer {
         p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
 
         StreamsBuilder b = new StreamsBuilder();
-        KStream<String, byte[]> in =
-            b.stream(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
+        /* fk reads the input as a table, the other modes as a stream */
+        KStream<String, byte[]> in = mode.equals("fk") ? null
+            : b.stream(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
         if (mode.equals("count")) {
             in.groupByKey().count().toStream()
               .to(args[4], Produced.with(Serdes.String(), Serdes.Long()));
@@ -76,12 +127,43 @@ public final class Peer {
               .count().toStream()
               .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
               .to(args[4], Produced.with(Serdes.String(), Serdes.Long()));
+        } else if (mode.equals("rekey")) {
+            ObjectMapper json = new ObjectMapper();
+            in.groupBy((k, v) -> customer(json, v),
+                       Grouped.with("rekey", Serdes.String(), Serdes.ByteArray()))
+              .count().toStream()
+              .to(args[4], Produced.with(Serdes.String(), Serdes.Long()));
+        } else if (mode.equals("join")) {
+            KTable<String, byte[]> customers =
+                b.table(args[3] + "-customers", Consumed.with(Serdes.String(), Serdes.ByteArray()));
+            in.join(customers, Peer::pair)
+              .to(args[4], Produced.with(Serdes.String(), Serdes.ByteArray()));
+        } else if (mode.equals("sjoin")) {
+            long window = args.length > 8 ? Long.parseLong(args[8]) : 300000;
+            long grace = args.length > 9 ? Long.parseLong(args[9]) : 60000;
+            KStream<String, byte[]> payments =
+                b.stream(args[3] + "-payments", Consumed.with(Serdes.String(), Serdes.ByteArray()));
+            in.join(payments, Peer::pair,
+                    JoinWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(window),
+                                                         Duration.ofMillis(grace)),
+                    StreamJoined.with(Serdes.String(), Serdes.ByteArray(), Serdes.ByteArray()))
+              .to(args[4], Produced.with(Serdes.String(), Serdes.ByteArray()));
+        } else if (mode.equals("fk")) {
+            ObjectMapper json = new ObjectMapper();
+            KTable<String, byte[]> orders =
+                b.table(args[3], Consumed.with(Serdes.String(), Serdes.ByteArray()));
+            KTable<String, byte[]> customers =
+                b.table(args[3] + "-customers", Consumed.with(Serdes.String(), Serdes.ByteArray()));
+            orders.join(customers, v -> customer(json, v), Peer::pair).toStream()
+                  .to(args[4], Produced.with(Serdes.String(), Serdes.ByteArray()));
         } else {
             System.err.println("unknown mode " + mode);
             System.exit(64);
         }
 
-        KafkaStreams ks = new KafkaStreams(b.build(), p);
+        if (!mode.equals("count") && !mode.equals("window"))
+            p.put(StreamsConfig.TOPOLOGY_OPTIMIZATION_CONFIG, StreamsConfig.OPTIMIZE);
+        KafkaStreams ks = new KafkaStreams(b.build(p), p);
         ks.setGlobalStateRestoreListener(new StateRestoreListener() {
             /* partitions restore interleaved: time from the first start */
             private long started = -1;
