@@ -26,7 +26,11 @@
  * Then another application joins customers with an empty table `accounts`
  * (join.tables, outer) from the start of the table's history, SIGKILLed
  * after a Kafka commit and with kill -9 while customers change: every
- * change gives exactly one output, in the order written. A last case: a table
+ * change gives exactly one output, in the order written. Then a third
+ * application joins every order with the count of its customer's orders
+ * (a count node read as a table, `table: order_counts`), SIGKILLed after a
+ * Kafka commit and with kill -9: every order once, with the count up to
+ * and including it. A last case: a table
  * whose topic has 3 partitions against 4 for the orders stops the start
  * with both counts.
  */
@@ -583,6 +587,83 @@ static void test_table_table_kill9(void)
     it_msgs_free(&out);
 }
 
+/* Another application counts the orders per customer and joins every
+ * order with that count (`table: order_counts`), from the start of the
+ * orders' history, SIGKILLed after a Kafka commit (before the LMDB one)
+ * and with kill -9 while orders flow: in read_committed, every order once,
+ * with the number of its customer's orders up to and including it. */
+static void test_count_table_kill9(void)
+{
+    char path[600], application[160], log_nt[600], out_counted[128];
+    snprintf(application, sizeof application, "%s-nt", app);
+    snprintf(path, sizeof path, "%s/nt.yaml", dir);
+    snprintf(log_nt, sizeof log_nt, "%s/nt.log", dir);
+    it_unique(out_counted, sizeof out_counted, "counted");
+    int64_t started = it_now_ms();
+    it_write_file(path,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "guarantee: exactly-once\n"
+                  "commit_interval_ms: 100\n"
+                  "workers: 2\n"
+                  "state_dir: %s/state-nt\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n"
+                  "  orders: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n"
+                  "  - { name: counted, type: join, from: orders, table: order_counts,"
+                  " config: { kind: left } }\n"
+                  "  - { name: order_counts, type: count, from: orders, store: oc }\n"
+                  "sinks:\n"
+                  "  - { from: counted, topic: %s, key: string, value: json, create: true,"
+                  " partitions: 4 }\n",
+                  application, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, out_counted);
+    pid_t e = it_engine_start_env(path, "nt", log_nt, "KS_CRASH_AT=after-kafka-commit:3");
+    int st = it_engine_wait(e, 60000);
+    if (st < 0)
+        it_engine_kill(e);
+    CU_ASSERT_EQUAL(st, 137);
+    e = it_engine_start(path, "nt", log_nt);
+    produce_orders(1000);
+    it_sleep_ms(300);
+    it_engine_kill(e);
+    produce_orders(1000);
+    e = it_engine_start(path, "nt", log_nt);
+    it_msgs out = {0};
+    it_consume(out_counted, (size_t)produced, 500, 60000, &out);
+    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
+    long *want = calloc((size_t)produced, sizeof *want), before[CUSTOMERS] = {0};
+    unsigned char *seen = calloc((size_t)produced, 1);
+    CU_ASSERT_FATAL(want && seen);
+    for (long n = 0; n < produced; n++)
+        want[n] = ++before[customer_of(n)];
+    long wrong = 0, twice = 0, missing = 0;
+    for (size_t i = 0; i < out.count; i++) {
+        const it_msg *m = &out.items[i];
+        json_t *v = m->value ? json_loadb(m->value, m->value_len, 0, NULL) : NULL;
+        json_t *o = json_object_get(json_object_get(v, "left"), "o");
+        json_t *r = json_object_get(v, "right");
+        long n = json_is_integer(o) ? (long)json_integer_value(o) : -1;
+        if (n < 0 || n >= produced || !json_is_integer(r) ||
+            json_integer_value(r) != want[n])
+            wrong++;
+        else if (seen[n]++)
+            twice++;
+        json_decref(v);
+    }
+    for (long n = 0; n < produced; n++)
+        missing += !seen[n];
+    printf("\n  [count table] %zu outputs for %ld orders: %ld wrong, %ld twice, %ld missing "
+           "(%.0f s)",
+           out.count, produced, wrong, twice, missing, (double)(it_now_ms() - started) / 1000);
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(twice, 0);
+    CU_ASSERT_EQUAL(missing, 0);
+    free(want);
+    free(seen);
+    it_msgs_free(&out);
+}
+
 static void test_not_copartitioned(void)
 {
     char topic[128], path[600], log2[600];
@@ -612,6 +693,8 @@ int main(void)
          test_restore_from_table_topic},
         {"table-table outer join, SIGKILL at the commit and kill -9: every change once",
          test_table_table_kill9},
+        {"a stream joined with a count of it (table: NODE), SIGKILL and kill -9",
+         test_count_table_kill9},
         {"a table with another partition count is refused", test_not_copartitioned},
         {NULL, NULL}};
     return it_main("joins", cases);
