@@ -9,6 +9,7 @@
  * order of the children is what is tested), over 2 000 random orders of 3
  * tasks against a model, each order seeing the count with itself; a
  * reduce's values as they are; the reader cannot write the store; a
+ * re-keyed stream joining a count through a repartition topic; a
  * table-table outer join of a table and a count. `kstreams describe`'s text
  * and dot name the node's table and the global tables.
  */
@@ -353,6 +354,47 @@ static void test_describe(void)
     free(dot);
 }
 
+/* Payments keyed by payment id, re-keyed by customer in front of the
+ * join: the join reads them through a repartition topic the engine
+ * inserts, and looks them up in the count of orders keyed by customer. */
+static void test_rekeyed(void)
+{
+    const char *yaml =
+        "application: nt\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "plugin_path: [" KS_TEST_BUILDDIR "/plugins/.libs]\n"
+        "sources:\n"
+        "  orders: { topic: orders, key: string, value: json }\n"
+        "  payments: { topic: payments, key: string, value: json }\n"
+        "nodes:\n"
+        "  - { name: order_counts, type: count, from: orders, store: oc }\n"
+        "  - { name: by_customer, type: ops.select_key, from: payments,\n"
+        "      config: { path: /customer } }\n"
+        "  - { name: j, type: join, from: by_customer, table: order_counts,\n"
+        "      config: { kind: left } }\n"
+        "sinks:\n"
+        "  - { name: out, from: j, topic: out, key: string, value: json }\n";
+    ks_driver *drv = open_ok(yaml, 4);
+    if (!drv)
+        return;
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "c1", 2, "{}", 2, 10), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "c1", 2, "{}", 2, 11), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "c2", 2, "{}", 2, 12), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "payments", "p1", 2, "{\"customer\":\"c1\"}", 17, 20),
+                    0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "payments", "p2", 2, "{\"customer\":\"c3\"}", 17, 21),
+                    0);
+    CU_ASSERT_EQUAL(
+        expect(drv, "out", "c1", "{\"left\":{\"customer\":\"c1\"},\"right\":2}", 20), 0);
+    CU_ASSERT_EQUAL(
+        expect(drv, "out", "c3", "{\"left\":{\"customer\":\"c3\"},\"right\":null}", 21), 0);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0);
+    ks_driver_close(drv);
+    char *text = printed(yaml, 0);
+    has(text, "nt-j-repartition: written by by_customer");
+    free(text);
+}
+
 void ks_test_register_node_tables(void)
 {
     CU_pSuite s = CU_add_suite("node_tables", NULL, NULL);
@@ -360,6 +402,8 @@ void ks_test_register_node_tables(void)
     CU_add_test(s, "a stream joined with a count of it equals the model", test_count_model);
     CU_add_test(s, "a reduce's and a count's values to a joiner function; read-only",
                 test_plain_and_read_only);
+    CU_add_test(s, "a re-keyed stream joins a count through a repartition topic",
+                test_rekeyed);
     CU_add_test(s, "join.tables: a table outer-joined with a count", test_table_table);
     CU_add_test(s, "describe: the node's table and global tables, text and dot",
                 test_describe);
