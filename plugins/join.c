@@ -43,9 +43,18 @@
  * Table store values are the table record's timestamp, 8 bytes big-endian,
  * then its value (engine/runtime/table.h). State: none of its own
  * (state_version 1; the table's store carries no version).
+ *
+ * A table may also be a node's store (`table: counts`, or a side of
+ * join.tables naming the node): a count's, aggregate's or reduce's values
+ * as that node wrote them, no timestamp (the output keeps the record's or
+ * change's own); the host says which (store_values, ABI 1.6). A count is
+ * an int64: the JSON joiners write it as a JSON number, a joiner function
+ * gets its 8 bytes big-endian.
  */
 #include <kstreams/kstreams.h>
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +74,8 @@ typedef struct join_state {
     int outer;           /* 1: outer (table-table joins only) */
     ks_joiner joiner;
     ks_keyed keyed;
+    int values[2];       /* ks_store_values of table and right */
+    char num[2][24];     /* a count's value as JSON text, per side */
     const char *key_ptr; /* `key:` (borrowed from the config), or NULL */
     char *key_buf;       /* the decoded lookup key; owned */
     size_t key_cap;
@@ -81,6 +92,13 @@ static const ks_config_field fields[] = {
      "(default: the record key)"},
 };
 
+/* What store st's values hold: a table's on a host before ABI 1.6. */
+static int values_of(ks_store *st)
+{
+    int v = KS_API_HAS(host, store_values) ? host->store_values(st) : KS_STORE_VALUES_TABLE;
+    return v < 0 ? KS_STORE_VALUES_TABLE : v;
+}
+
 static ks_verdict join_init(ks_ctx *ctx, void **state)
 {
     join_state *s = calloc(1, sizeof *s);
@@ -93,6 +111,7 @@ static ks_verdict join_init(ks_ctx *ctx, void **state)
                   host->node_name(ctx));
         return KS_FATAL;
     }
+    s->values[0] = values_of(s->table);
     static const char *const kinds[] = {"inner", "left", NULL};
     int left = ks_join_config_choice(host, ctx, "kind", kinds);
     if (left < 0)
@@ -122,18 +141,40 @@ static void join_close(ks_ctx *ctx, void *state)
     free(s);
 }
 
-/* Look key up in table store st: 0 with *value (borrowed) and the table
- * record's timestamp folded into *ts (the later one wins), 1 when the
- * table has no value, or a verdict + 2 when the store failed. */
-static int table_get(ks_ctx *ctx, join_state *s, ks_store *st, ks_bytes key, ks_bytes *value,
+/* A value of a node's table (no timestamp) of side `side`: a count's as
+ * JSON text for the JSON joiners. 0, or a verdict + 2. */
+static int node_value(ks_ctx *ctx, join_state *s, int side, ks_bytes stored, ks_bytes *value)
+{
+    *value = stored;
+    if (s->values[side] != KS_STORE_VALUES_INT64 || s->joiner.kind == KS_JOIN_FUNCTION)
+        return 0;
+    if (stored.len != 8) {
+        host->log(ctx, KS_LOG_ERROR, "join: node '%s': count value of %zu bytes is not an "
+                                     "int64",
+                  host->node_name(ctx), stored.len);
+        return 2 + (int)KS_FATAL;
+    }
+    int n = snprintf(s->num[side], sizeof s->num[side], "%" PRId64,
+                     ks_int64_decode(stored.data));
+    *value = (ks_bytes){s->num[side], (size_t)n};
+    return 0;
+}
+
+/* Look key up in the table of side `side` (0: s->table, 1: s->right): 0
+ * with *value (borrowed) and a table record's timestamp folded into *ts
+ * (the later one wins), 1 when the table has no value, or a verdict + 2
+ * when the store failed. */
+static int table_get(ks_ctx *ctx, join_state *s, int side, ks_bytes key, ks_bytes *value,
                      int64_t *ts)
 {
     ks_bytes stored;
-    int rc = host->store_get(st, key, &stored);
+    int rc = host->store_get(side ? s->right : s->table, key, &stored);
     if (rc == KS_ERR_NOT_FOUND)
         return 1;
     if (rc != 0)
         return 2 + (int)ks_keyed_store_failed(&s->keyed, ctx, "get", rc);
+    if (s->values[side] != KS_STORE_VALUES_TABLE)
+        return node_value(ctx, s, side, stored, value);
     if (stored.len < TABLE_TS_LEN) {
         host->log(ctx, KS_LOG_ERROR, "join: node '%s': table value of %zu bytes has no "
                                      "timestamp; is this the store of a table?",
@@ -209,7 +250,7 @@ static ks_verdict join_process(ks_ctx *ctx, void *state, const ks_record *rec)
         return (ks_verdict)(rc - 2);
     int64_t ts = rec->timestamp;
     if (rc == 0)
-        rc = table_get(ctx, s, s->table, key, &right, &ts);
+        rc = table_get(ctx, s, 0, key, &right, &ts);
     if (rc >= 2)
         return (ks_verdict)(rc - 2);
     if (rc == 1 && !s->left) {
@@ -251,8 +292,8 @@ static ks_verdict side_store(ks_ctx *ctx, const char *key, ks_store **out)
     if (host->config_string(ctx, key, &name) == 0 && host->store(ctx, name, out) == 0)
         return KS_OK;
     host->log(ctx, KS_LOG_ERROR,
-              "join: node '%s': %s '%s' is not a table the node reads (list both tables "
-              "in `from:`)",
+              "join: node '%s': %s '%s' is not a table the node reads (list both tables, "
+              "or a node and a table, in `from:`)",
               host->node_name(ctx), key, name ? name : "");
     return KS_FATAL;
 }
@@ -269,6 +310,8 @@ static ks_verdict tables_init(ks_ctx *ctx, void **state)
     if (kind < 0 || side_store(ctx, "left", &s->table) != KS_OK ||
         side_store(ctx, "right", &s->right) != KS_OK)
         return KS_FATAL;
+    s->values[0] = values_of(s->table);
+    s->values[1] = values_of(s->right);
     s->left = kind == 1;
     s->outer = kind == 2;
     return ks_joiner_init(&s->joiner, host, ctx);
@@ -285,8 +328,8 @@ static ks_verdict tables_process(ks_ctx *ctx, void *state, const ks_record *rec)
         return KS_OK; /* the table ignored it too */
     ks_bytes key = {rec->key, rec->key_len}, l, r;
     int64_t ts = rec->timestamp;
-    int lrc = table_get(ctx, s, s->table, key, &l, &ts);
-    int rrc = lrc >= 2 ? lrc : table_get(ctx, s, s->right, key, &r, &ts);
+    int lrc = table_get(ctx, s, 0, key, &l, &ts);
+    int rrc = lrc >= 2 ? lrc : table_get(ctx, s, 1, key, &r, &ts);
     if (lrc >= 2 || rrc >= 2)
         return (ks_verdict)((lrc >= 2 ? lrc : rrc) - 2);
     int has_l = lrc == 0, has_r = rrc == 0;
@@ -321,7 +364,7 @@ static const ks_processor_type *const types[] = {
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "join",
-    .version = "1.3",
+    .version = "1.4",
     .build_id = KS_BUILD_ID,
     .processors = types,
     .processor_count = sizeof types / sizeof types[0],

@@ -99,6 +99,10 @@ typedef struct ks_cfg_store {
                            topic is its changelog; plugins only read it */
     int global;         /* 1: also a global table's: one per process, shared
                            by the tasks, not in their environments */
+    char *node_table;   /* the node whose store this is, when other nodes
+                           read it as that node's table (`table: NODE`, a
+                           side of `join.tables`); they only read it. NULL
+                           when no node reads it so */
     ks_mark mark;
 } ks_cfg_store;
 
@@ -135,6 +139,8 @@ typedef struct ks_cfg_node {
                                      foreign-key join's, config_fk.c)   */
     char *table;                  /* `table:` the table it looks up, or
                                      NULL; its store is stores[0]      */
+    int table_node;               /* 1: `table:` names a node (a count,
+                                     aggregate, reduce ...): its store */
     ks_mark table_mark;
     ks_mark mark;       /* of the node's map */
     ks_mark type_mark;  /* of the `type:` value */
@@ -266,6 +272,11 @@ const ks_cfg_source *ks_pipeline_source(const ks_pipeline *p, const char *name);
 const ks_cfg_source *ks_pipeline_global(const ks_pipeline *p, const char *name);
 const ks_cfg_node *ks_pipeline_node(const ks_pipeline *p, const char *name);
 const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name);
+/* 1 when node `node` may write store index `store` it lists: not a
+ * table's store, nor another node's store it reads as that node's table. */
+int ks_cfg_store_writable(const ks_pipeline *p, const ks_cfg_node *node, int store);
+/* 1 when other nodes read the store of node `name` as its table. */
+int ks_cfg_node_is_table(const ks_pipeline *p, const char *name);
 /* The item `key` of a `config:` or `window:` mapping, or NULL. Borrowed. */
 const ks_cfg_scalar *ks_cfg_scalars_find(const ks_cfg_scalars *s, const char *key);
 

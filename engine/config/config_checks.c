@@ -88,6 +88,29 @@ static int check_join_key(pctx *c, const ks_cfg_node *n)
     return 0;
 }
 
+/* A node's store read as its table (`table: NODE`, a side of join.tables)
+ * is the node's keyed state: it needs a store, and one keyed by the record
+ * key alone (a windowed store is keyed by key and window; a lookup by the
+ * record key names no window). A cycle is check_cycles'. */
+static int check_node_table(pctx *c, const ks_cfg_node *n, const ks_cfg_node *tn, ks_mark at)
+{
+    if (tn == n)
+        return 0; /* reported as a cycle */
+    if (tn->store_count == 0)
+        return FAIL_MARK(c, at,
+                         "node '%s': table '%s' is a node without a store; a node is a table "
+                         "through its store (a count, aggregate or reduce, or a node with "
+                         "`store:`)",
+                         n->name, tn->name);
+    if (tn->window.count > 0)
+        return FAIL_MARK(c, at,
+                         "node '%s': table '%s' is windowed (`window:`): its store holds a "
+                         "value per key and window, and a lookup by the record key names no "
+                         "window; join a node without `window:`",
+                         n->name, tn->name);
+    return 0;
+}
+
 /* A node reads a table through `table:` (its store is then the node's
  * first), never as one of its own `store:`s; the shipped `join` needs one. */
 static int check_table_refs(pctx *c, const ks_cfg_node *n)
@@ -103,12 +126,20 @@ static int check_table_refs(pctx *c, const ks_cfg_node *n)
                              "table with `table: %s`",
                              n->name, n->stores[k], n->stores[k], n->stores[k]);
     }
+    const ks_cfg_node *tn = n->table ? ks_pipeline_node(p, n->table) : NULL;
+    if (tn)
+        return check_node_table(c, n, tn, n->table_mark);
+    if (ks_cfg_node_is(n, "join", "tables"))
+        for (size_t k = 0; k < n->from_count; k++)
+            if ((tn = ks_pipeline_node(p, n->from[k])) &&
+                check_node_table(c, n, tn, n->from_marks[k]) != 0)
+                return -1;
     if (n->table) {
         const ks_cfg_source *t = ks_pipeline_source(p, n->table);
         if (!ks_pipeline_global(p, n->table) && (!t || !t->table))
             return FAIL_MARK(c, n->table_mark,
                              "node '%s': unknown table '%s' (not under 'tables' or "
-                             "'global_tables')",
+                             "'global_tables', nor a node)",
                              n->name, n->table);
     } else if (ks_cfg_node_is(n, "join", "join")) {
         return FAIL_MARK(c, n->mark, "node '%s': type '%s' needs `table:` (the table it "
@@ -174,22 +205,51 @@ static int add_store_at(pctx *c, ks_cfg_node *n, size_t at, const char *name, ks
     return 1;
 }
 
+/* Give reader n, at `at`, the store `store` of node `owner` (its first
+ * store of the YAML), marked as that node's table: 1, 0 or -1 as
+ * add_store_at. The store is added with defaults when undeclared. */
+static int add_node_table(pctx *c, ks_cfg_node *n, size_t at, const ks_cfg_node *owner,
+                          const char *store, ks_mark mark)
+{
+    ks_cfg_store *st = (ks_cfg_store *)ks_pipeline_store(c->p, store);
+    if (!st && !(st = store_add(c, NULL, store, owner->store_marks[0], 0)))
+        return -1;
+    if (!st->node_table && !(st->node_table = strdup(owner->name)))
+        return oom(c, NULL);
+    return add_store_at(c, n, at, store, mark);
+}
+
 int ks_cfg_link_tables(pctx *c)
 {
     ks_pipeline *p = c->p;
-    for (size_t i = 0; i < p->node_count; i++) {
+    /* each node's own store (its first of the YAML), before readers get it */
+    const char **own = calloc(p->node_count ? p->node_count : 1, sizeof *own);
+    if (!own)
+        return oom(c, NULL);
+    for (size_t i = 0; i < p->node_count; i++)
+        own[i] = p->nodes[i].store_count ? p->nodes[i].stores[0] : NULL;
+    int rc = 0;
+    for (size_t i = 0; rc >= 0 && i < p->node_count; i++) {
         ks_cfg_node *n = &p->nodes[i];
+        const ks_cfg_node *tn = n->table ? ks_pipeline_node(p, n->table) : NULL;
         size_t at = 0;
-        int rc = n->table ? add_store_at(c, n, at, n->table, n->table_mark) : 0;
+        n->table_node = tn != NULL;
+        rc = tn   ? add_node_table(c, n, at, tn, own[tn - p->nodes], n->table_mark)
+             : n->table ? add_store_at(c, n, at, n->table, n->table_mark)
+                        : 0;
+        int sides = ks_cfg_node_is(n, "join", "tables");
         for (size_t k = 0; rc >= 0 && k < n->from_count; k++) {
             at += (size_t)rc;
             const ks_cfg_source *t = ks_pipeline_source(p, n->from[k]);
-            rc = t && t->table ? add_store_at(c, n, at, t->name, n->from_marks[k]) : 0;
+            const ks_cfg_node *side = sides ? ks_pipeline_node(p, n->from[k]) : NULL;
+            rc = t && t->table ? add_store_at(c, n, at, t->name, n->from_marks[k])
+                 : side        ? add_node_table(c, n, at, side, own[side - p->nodes],
+                                                n->from_marks[k])
+                               : 0;
         }
-        if (rc < 0)
-            return -1;
     }
-    return 0;
+    free(own);
+    return rc < 0 ? -1 : 0;
 }
 
 static int is_input(const ks_pipeline *p, const char *name)
@@ -277,6 +337,18 @@ static int cycle_report(pctx *c, const frame *stack, size_t depth,
     return FAIL_MARK(c, at, "cycle: %s", path);
 }
 
+/* Input k of node n that is a node: its from[k], or for k == from_count
+ * the node it reads as a table (`table: NODE`: that node's records must
+ * not depend on the reader's). NULL when not a node; *mark: where. */
+static const ks_cfg_node *input_node(const ks_pipeline *p, const ks_cfg_node *n, size_t k,
+                                     ks_mark *mark)
+{
+    const char *name = k < n->from_count ? n->from[k] : n->table;
+    if (mark)
+        *mark = k < n->from_count ? n->from_marks[k] : n->table_mark;
+    return name ? ks_pipeline_node(p, name) : NULL;
+}
+
 int ks_cfg_check_cycles(pctx *c)
 {
     ks_pipeline *p = c->p;
@@ -290,7 +362,7 @@ int ks_cfg_check_cycles(pctx *c)
     if (nn == 0)
         return 0;
     for (size_t j = 0; j < nn; j++)
-        ne += p->nodes[j].from_count;
+        ne += p->nodes[j].from_count + 1; /* + a node read as table */
     first = calloc(nn + 1, sizeof *first);
     edges = calloc(ne ? ne : 1, sizeof *edges);
     stack = calloc(nn, sizeof *stack);
@@ -301,8 +373,8 @@ int ks_cfg_check_cycles(pctx *c)
     }
     /* CSR adjacency: edges of node i are edges[first[i] .. first[i+1]) */
     for (size_t j = 0; j < nn; j++)
-        for (size_t k = 0; k < p->nodes[j].from_count; k++) {
-            const ks_cfg_node *in = ks_pipeline_node(p, p->nodes[j].from[k]);
+        for (size_t k = 0; k <= p->nodes[j].from_count; k++) {
+            const ks_cfg_node *in = input_node(p, &p->nodes[j], k, NULL);
             if (in)
                 first[in - p->nodes + 1]++;
         }
@@ -315,13 +387,12 @@ int ks_cfg_check_cycles(pctx *c)
             goto out;
         }
         for (size_t j = 0; j < nn; j++)
-            for (size_t k = 0; k < p->nodes[j].from_count; k++) {
-                const ks_cfg_node *in =
-                    ks_pipeline_node(p, p->nodes[j].from[k]);
+            for (size_t k = 0; k <= p->nodes[j].from_count; k++) {
+                ks_mark at;
+                const ks_cfg_node *in = input_node(p, &p->nodes[j], k, &at);
                 if (in) {
                     size_t i = (size_t)(in - p->nodes);
-                    edges[first[i] + fill[i]++] =
-                        (edge){j, p->nodes[j].from_marks[k]};
+                    edges[first[i] + fill[i]++] = (edge){j, at};
                 }
             }
         free(fill);

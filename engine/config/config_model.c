@@ -51,6 +51,22 @@ const ks_cfg_store *ks_pipeline_store(const ks_pipeline *p, const char *name)
     return NULL;
 }
 
+int ks_cfg_store_writable(const ks_pipeline *p, const ks_cfg_node *node, int store)
+{
+    const ks_cfg_store *st = &p->stores[store];
+    if (st->table)
+        return 0; /* a table changes only by its topic */
+    return !st->node_table || strcmp(st->node_table, node->name) == 0;
+}
+
+int ks_cfg_node_is_table(const ks_pipeline *p, const char *name)
+{
+    for (size_t i = 0; i < p->store_count; i++)
+        if (p->stores[i].node_table && strcmp(p->stores[i].node_table, name) == 0)
+            return 1;
+    return 0;
+}
+
 const ks_cfg_scalar *ks_cfg_scalars_find(const ks_cfg_scalars *s, const char *key)
 {
     for (size_t i = 0; i < s->count; i++)
@@ -145,8 +161,10 @@ void ks_pipeline_free(ks_pipeline *p)
         free(p->sinks[i].feeds);
     }
     free(p->sinks);
-    for (size_t i = 0; i < p->store_count; i++)
+    for (size_t i = 0; i < p->store_count; i++) {
         free(p->stores[i].name);
+        free(p->stores[i].node_table);
+    }
     free(p->stores);
     if (p->outbox) {
         free(p->outbox->name);

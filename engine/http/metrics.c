@@ -44,6 +44,8 @@ static const struct {
     {"kstreams_poison_records_total", "counter", "Poison records, per worker and policy."},
     {"kstreams_consumer_lag", "gauge", "Records behind the end of the input partition."},
     {"kstreams_restore_records_total", "counter", "Changelog records replayed by restores."},
+    {"kstreams_global_lag", "gauge",
+     "Records of a global table's topic the global thread has yet to apply."},
     {"kstreams_restore_remaining", "gauge", "Changelog records left to replay (0: done)."},
     {"kstreams_tasks", "gauge", "Tasks assigned to each worker."},
     {"kstreams_plugin_info", "gauge", "Loaded plugin builds (value 1)."},

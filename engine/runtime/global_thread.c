@@ -9,11 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "http/metrics.h"
 #include "kafka/kafka.h"
 
 #define BATCH 1000 /* records per LMDB commit: readers see them after it */
+#define LAG_EVERY_MS 500 /* kstreams_global_lag is computed at most this often */
 
 struct ks_global_thread {
     ks_engine *eng;
@@ -22,6 +24,8 @@ struct ks_global_thread {
     size_t *base;    /* per global table: index of its partition 0 in ended */
     unsigned char *ended; /* per assigned partition: its end was reached */
     uint64_t *applied;    /* per global table: records since the last flush */
+    rd_kafka_topic_partition_list_t *parts; /* every assigned partition */
+    int64_t lag_at;       /* ks_mono_ms() of the last kstreams_global_lag */
     pthread_t thread;
     int running;
     volatile int stop;
@@ -88,7 +92,7 @@ static int assign_all(ks_global_thread *t, size_t *count, char *err, size_t errl
         return -1;
     }
     rd_kafka_resp_err_t e = rd_kafka_assign(t->consumer, l);
-    rd_kafka_topic_partition_list_destroy(l);
+    t->parts = l; /* kept for publish_lag */
     if (e) {
         snprintf(err, errlen, "global tables: assign: %s", rd_kafka_err2str(e));
         return -1;
@@ -144,6 +148,48 @@ static void flush_metrics(ks_global_thread *t)
     }
 }
 
+/* kstreams_global_lag{table}: per global table, the records between the
+ * thread's position and the end of each partition (read_committed: the
+ * last stable offset), summed over its partitions. From the consumer's
+ * cached watermarks (no broker call); at most every LAG_EVERY_MS. */
+static void publish_lag(ks_global_thread *t, int force)
+{
+    int64_t now = ks_mono_ms();
+    if (!t->parts || (!force && now - t->lag_at < LAG_EVERY_MS))
+        return;
+    t->lag_at = now;
+    const ks_pipeline *p = t->eng->topo->pipeline;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(t->parts);
+    if (!l || rd_kafka_position(t->consumer, l) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (l)
+            rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    for (size_t i = 0; i < p->global_count; i++) {
+        int64_t lag = 0;
+        int known = 0;
+        for (int k = 0; k < l->cnt; k++) {
+            const rd_kafka_topic_partition_t *tp = &l->elems[k];
+            int64_t lo, hi, at = tp->offset;
+            if (strcmp(tp->topic, p->globals[i].topic) != 0 ||
+                rd_kafka_get_watermark_offsets(t->consumer, tp->topic, tp->partition, &lo,
+                                               &hi) != 0 ||
+                hi < 0)
+                continue;
+            if (at < 0) /* nothing read yet: from the partition's start */
+                at = lo >= 0 ? lo : 0;
+            lag += hi > at ? hi - at : 0;
+            known = 1;
+        }
+        if (!known)
+            continue;
+        char labels[300];
+        snprintf(labels, sizeof labels, "table=\"%s\"", p->globals[i].name);
+        ks_metrics_set(t->eng->metrics, "kstreams_global_lag", labels, (double)lag);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
 /* Poll up to BATCH records into one LMDB commit. Returns the number of
  * partitions that reached their end, or -1 when the store failed. */
 static int poll_batch(ks_global_thread *t, int timeout_ms, size_t *applied)
@@ -165,6 +211,7 @@ static int poll_batch(ks_global_thread *t, int timeout_ms, size_t *applied)
     if (ks_global_commit(t->store) != 0)
         return -1;
     flush_metrics(t);
+    publish_lag(t, 0);
     return eofs;
 }
 
@@ -185,6 +232,7 @@ static int restore(ks_global_thread *t, size_t partitions, char *err, size_t err
         }
         ended += (size_t)rc;
     }
+    publish_lag(t, 1);
     ks_info("global", "global tables restored: %zu partitions, %zu records applied",
             partitions, applied);
     return 0;
@@ -215,6 +263,8 @@ static void free_thread(ks_global_thread *t)
     free(t->base);
     free(t->ended);
     free(t->applied);
+    if (t->parts)
+        rd_kafka_topic_partition_list_destroy(t->parts);
     free(t);
 }
 

@@ -175,15 +175,33 @@ static int api_store(ks_ctx *ctx, const char *name, ks_store **out)
         return KS_ERR_INVALID;
     const ks_topo_node *n = ctx->node;
     const ks_pipeline *p = ctx->task->topo->pipeline;
-    for (size_t s = 0; s < n->store_count; s++) {
-        if (!name || strcmp(p->stores[n->stores[s]].name, name) == 0) {
-            if (!ctx->stores[s].db)
-                return KS_ERR_STATE;
-            *out = &ctx->stores[s];
-            return 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t s = 0; s < n->store_count; s++) {
+            const ks_cfg_store *st = &p->stores[n->stores[s]];
+            /* first by store name; then a node read as its table by the
+             * node's name (join.tables' `left: counts`) */
+            if (!name || strcmp(pass ? (st->node_table ? st->node_table : "") : st->name,
+                                name) == 0) {
+                if (!ctx->stores[s].db)
+                    return KS_ERR_STATE;
+                *out = &ctx->stores[s];
+                return 0;
+            }
         }
-    }
     return KS_ERR_NOT_FOUND;
+}
+
+static int api_store_values(ks_store *st)
+{
+    if (!st || !ctx_ok(st->ctx))
+        return KS_ERR_INVALID;
+    const ks_pipeline *p = st->ctx->task->topo->pipeline;
+    const ks_cfg_store *cs = &p->stores[st->index];
+    if (cs->table)
+        return KS_STORE_VALUES_TABLE;
+    const ks_cfg_node *owner = cs->node_table ? ks_pipeline_node(p, cs->node_table) : NULL;
+    return owner && ks_cfg_node_is(owner, "count", "count") ? KS_STORE_VALUES_INT64
+                                                          : KS_STORE_VALUES_PLAIN;
 }
 
 static int store_ok(ks_store *st) { return st && ctx_ok(st->ctx) && st->db; }
@@ -212,8 +230,9 @@ static int store_write(ks_store *st, ks_bytes key, const ks_bytes *value)
     if (!can_run(st->ctx))
         return KS_ERR_STATE;
     ks_task *task = st->ctx->task;
-    if (task->topo->pipeline->stores[st->index].table)
-        return KS_ERR_STATE; /* a table changes only by its topic (table.h) */
+    if (!ks_cfg_store_writable(task->topo->pipeline, st->ctx->node->cfg, st->index))
+        return KS_ERR_STATE; /* a table changes only by its topic (table.h), a
+                                node's table only by that node */
     if (st->ctx->migrating)
         ks_fault_point(KS_FAULT_MID_MIGRATE);
     int rc = ks_task_begin(task);
@@ -441,6 +460,7 @@ static ks_host_api host_api = {
     .application_id = api_application_id,
     .outbox_enqueue = api_outbox_enqueue,
     .input_name = api_input_name,
+    .store_values = api_store_values,
 };
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;

@@ -529,8 +529,9 @@ static int write_versions(ks_task *task, struct ks_ctx *ctx)
     int rc = ks_task_begin(task);
     for (size_t s = 0; rc == 0 && s < n->store_count; s++) {
         int idx = n->stores[s];
-        if (task->topo->pipeline->stores[idx].table)
-            continue; /* a table's format is the engine's (table.h) */
+        if (!ks_cfg_store_writable(task->topo->pipeline, n->cfg, idx))
+            continue; /* a table's format is the engine's (table.h); a
+                         node's table's, that node's */
         rc = ks_store_version_set(task->dbs[idx], v);
         ks_bytes val = {enc, sizeof enc};
         if (rc == 0 && task->io.changelog && task->topo->pipeline->stores[idx].changelog)
@@ -641,8 +642,8 @@ int ks_task_check_versions(ks_task *task, char *err, size_t errlen)
         const char *store = p->stores[n->stores[0]].name;
         for (size_t s = 0; s < n->store_count; s++) {
             uint32_t v;
-            if (p->stores[n->stores[s]].table)
-                continue; /* read by the node, never written: no version */
+            if (!ks_cfg_store_writable(p, n->cfg, n->stores[s]))
+                continue; /* read by the node, never written: not its version */
             int rc = ks_store_version_get(task->dbs[n->stores[s]], &v);
             if (rc == KS_ERR_NOT_FOUND)
                 continue;

@@ -461,6 +461,54 @@ static void free_nodes(ks_topology *t)
     t->node_count = 0;
 }
 
+/* 1 when node i, or a node downstream of it, is read by others as its
+ * table (seen: nodes visited, cleared by the caller). */
+static int feeds_table(const ks_topology *t, int i, unsigned char *seen)
+{
+    if (seen[i])
+        return 0;
+    seen[i] = 1;
+    const ks_topo_node *n = &t->nodes[i];
+    if (n->kind == KS_NODE_PROCESSOR && ks_cfg_node_is_table(t->pipeline, n->name))
+        return 1;
+    for (size_t c = 0; c < n->child_count; c++)
+        if (feeds_table(t, n->children[c], seen))
+            return 1;
+    return 0;
+}
+
+/* Children that lead to a node's table go first (stable otherwise): a
+ * record updates such a table (a count read with `table: counts`) before
+ * a sibling branch looks it up, as in Kafka Streams, where the table is
+ * defined before the join that reads it. So a stream record sees the
+ * table as updated by every earlier record of the task, and by itself. */
+static int order_children(ks_topology *t)
+{
+    unsigned char *seen = calloc(t->node_count ? t->node_count : 1, 1);
+    unsigned char *first = calloc(t->node_count ? t->node_count : 1, 1);
+    int *tmp = calloc(t->node_count ? t->node_count : 1, sizeof *tmp);
+    int rc = seen && first && tmp ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < t->node_count; i++) {
+        ks_topo_node *n = &t->nodes[i];
+        if (n->child_count < 2)
+            continue;
+        for (size_t c = 0; c < n->child_count; c++) {
+            memset(seen, 0, t->node_count);
+            first[c] = (unsigned char)feeds_table(t, n->children[c], seen);
+        }
+        size_t k = 0;
+        for (int pass = 1; pass >= 0; pass--)
+            for (size_t c = 0; c < n->child_count; c++)
+                if (first[c] == pass)
+                    tmp[k++] = n->children[c];
+        memcpy(n->children, tmp, n->child_count * sizeof *tmp);
+    }
+    free(seen);
+    free(first);
+    free(tmp);
+    return rc;
+}
+
 static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_dir,
                        char *err, size_t errlen)
 {
@@ -501,7 +549,7 @@ static int build_nodes(ks_topology *t, const ks_host_api *api, const char *copy_
                                     tn->sink->from);
         }
     }
-    return 0;
+    return order_children(t);
 }
 
 /* Build the graph; where it needs repartition topics, rewrite the pipeline

@@ -25,6 +25,22 @@ static void print_children(const ks_topology *t, const ks_topo_node *n, FILE *f)
     fprintf(f, "\n");
 }
 
+/* ", the table of node X, read by A, B": store s read as X's table. */
+static void print_node_table(const ks_topology *t, int s, FILE *f)
+{
+    const ks_pipeline *p = t->pipeline;
+    fprintf(f, "; the table of node %s, read by", p->stores[s].node_table);
+    int first = 1;
+    for (size_t i = 0; i < t->node_count; i++) {
+        const ks_topo_node *n = &t->nodes[i];
+        for (size_t k = 0; n->kind == KS_NODE_PROCESSOR && k < n->store_count; k++)
+            if (n->stores[k] == s && !ks_cfg_store_writable(p, n->cfg, s)) {
+                fprintf(f, "%s %s", first ? "" : ",", n->name);
+                first = 0;
+            }
+    }
+}
+
 void ks_topology_print(const ks_topology *t, FILE *f)
 {
     const ks_pipeline *p = t->pipeline;
@@ -99,8 +115,11 @@ void ks_topology_print(const ks_topology *t, FILE *f)
                 snprintf(topic, sizeof topic, "%s (the table's own topic)", table->topic);
             else
                 ks_changelog_topic(t, p->stores[s].name, topic, sizeof topic);
-            fprintf(f, "  %s: changelog %s\n", p->stores[s].name,
+            fprintf(f, "  %s: changelog %s", p->stores[s].name,
                     p->stores[s].changelog || p->stores[s].table ? topic : "(none)");
+            if (p->stores[s].node_table) /* who reads it as the node's table */
+                print_node_table(t, (int)s, f);
+            fprintf(f, "\n");
         }
     }
     ks_repartition_print(t, f);
@@ -133,11 +152,22 @@ void ks_topology_print_dot(const ks_topology *t, FILE *f)
         if (t->sub_count > 1)
             fprintf(f, "  }\n");
     }
+    /* global tables: no sub-topology, every process fills its store */
+    const ks_pipeline *p = t->pipeline;
+    for (size_t g = 0; g < p->global_count; g++)
+        fprintf(f,
+                "  \"%s\" [shape=cds,label=\"%s\\nglobal table, topic %s\"];\n"
+                "  \"%s\" -> \"store:%s\" [style=bold];\n",
+                p->globals[g].name, p->globals[g].name, p->globals[g].topic, p->globals[g].name,
+                p->stores[p->globals[g].table_store].name);
     for (size_t i = 0; i < t->node_count; i++) {
         const ks_topo_node *n = &t->nodes[i];
-        for (size_t s = 0; s < n->store_count; s++)
-            fprintf(f, "  \"%s\" -> \"store:%s\" [style=dashed];\n", n->name,
-                    t->pipeline->stores[n->stores[s]].name);
+        for (size_t s = 0; s < n->store_count; s++) /* a table's store: only read */
+            fprintf(f, "  \"%s\" -> \"store:%s\" [style=dashed%s];\n", n->name,
+                    p->stores[n->stores[s]].name,
+                    n->kind == KS_NODE_PROCESSOR && !ks_cfg_store_writable(p, n->cfg, n->stores[s])
+                        ? ",label=\"reads\""
+                        : "");
         if (n->kind == KS_NODE_SOURCE && n->source->table) /* the table fills its store */
             fprintf(f, "  \"%s\" -> \"store:%s\" [style=bold];\n", n->name,
                     t->pipeline->stores[n->source->table_store].name);

@@ -43,6 +43,10 @@
  *  1.5  ks_host_api.input_name: which of a node's inputs (`from:`) the
  *       record in process() came from (the stream-stream join tells its
  *       two sides apart by it); plugins of 1.0-1.4 load as before.
+ *  1.6  ks_host_api.store_values and ks_store_values: what a store's values
+ *       hold (a table's: timestamp and value; a node's read as its table:
+ *       as that node wrote them; a shipped count's: an int64); plugins of
+ *       1.0-1.5 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -55,7 +59,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 5
+#define KS_ABI_MINOR 6
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -446,7 +450,9 @@ struct ks_host_api {
      * committed with the task's transaction. Keys are 1..KS_KEY_MAX bytes.
      * KS_ERR_STATE for the store of a table (the node's `table:`): a
      * table changes only by its topic; its values are the record's
-     * timestamp (8 bytes big-endian) then the record's value. */
+     * timestamp (8 bytes big-endian) then the record's value. KS_ERR_STATE
+     * too for another node's store read as that node's table (`table:
+     * NODE`): only that node writes it. */
     int (*store_put)(ks_store *st, ks_bytes key, ks_bytes value);
     /* Delete key (a tombstone in the changelog). 0 even if absent. */
     int (*store_delete)(ks_store *st, ks_bytes key);
@@ -583,7 +589,27 @@ struct ks_host_api {
      * ctx (nothing to free, no error code). Check KS_API_HAS(api,
      * input_name) before use. */
     const char *(*input_name)(ks_ctx *ctx);
+
+    /* --- 1.6 ----------------------------------------------------------- */
+
+    /* What the values of store st hold (a ks_store_values), so that a node
+     * reading a table (`table:`, join.tables) can read both kinds: a table
+     * of `tables:` or `global_tables:`, or a node's store read as that
+     * node's table (`table: NODE`). A negative ks_err for a bad handle.
+     * Check KS_API_HAS(api, store_values) before use (older hosts have
+     * table stores only: KS_STORE_VALUES_TABLE). */
+    int (*store_values)(ks_store *st);
 };
+
+/* ks_host_api.store_values: the layout of a store's values. */
+typedef enum ks_store_values {
+    KS_STORE_VALUES_TABLE = 1, /* a table's: the record's timestamp, 8 bytes
+                                  big-endian, then the record's value      */
+    KS_STORE_VALUES_PLAIN = 2, /* as the node that writes the store put them
+                                  (an aggregate's or a reduce's result)    */
+    KS_STORE_VALUES_INT64 = 3  /* the shipped count's: an int64 count, 8
+                                  bytes big-endian (ks_int64_decode)       */
+} ks_store_values;
 
 /* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */
 #define KS_OUTBOX_EVENT_ID_SIZE 33

@@ -15,7 +15,8 @@
  *      more orders, restart (the restart finds the global store
  *      complete: 0 records replayed);
  *   2. while the engine runs, c0..c49 updated and c50..c59 deleted (the
- *      metric kstreams_global_records_total says the thread read the 60);
+ *      metric kstreams_global_records_total says the thread read the 60,
+ *      kstreams_global_lag that it has none left);
  *      the orders after that see the new versions; kill -9 200 ms after
  *      they are produced (how many were committed is printed), restart;
  *   3. SIGKILL in the processing, after a Kafka commit and before its LMDB
@@ -210,6 +211,12 @@ static void test_updated_while_running(void)
                               "table=\"customers\"", NULL);
     printf("[global records read since the restart: %.0f] ", n);
     CU_ASSERT_EQUAL(n, 60);
+    int samples = 0; /* caught up: nothing left to apply, one gauge per table */
+    double lag = it_metrics_sum(text ? text : "", "kstreams_global_lag", "table=\"customers\"",
+                                &samples);
+    printf("[global lag: %.0f] ", lag);
+    CU_ASSERT_EQUAL(samples, 1);
+    CU_ASSERT_EQUAL(lag, 0);
     free(text);
     produce_orders(5000);
     it_sleep_ms(200);

@@ -26,7 +26,13 @@
  * Then another application joins customers with an empty table `accounts`
  * (join.tables, outer) from the start of the table's history, SIGKILLed
  * after a Kafka commit and with kill -9 while customers change: every
- * change gives exactly one output, in the order written. A last case: a table
+ * change gives exactly one output, in the order written. Then a third
+ * application joins every order with the count of its customer's orders
+ * (a count node read as a table, `table: order_counts`), and customers
+ * with that count (join.tables, outer), SIGKILLed after a Kafka commit and
+ * with kill -9: every order once, with the count up to and including it;
+ * one table-table output per change, the last per customer the join of
+ * its last version and whole count. A last case: a table
  * whose topic has 3 partitions against 4 for the orders stops the start
  * with both counts.
  */
@@ -583,6 +589,138 @@ static void test_table_table_kill9(void)
     it_msgs_free(&out);
 }
 
+/* The table-table outer join of customers with the count of their
+ * orders (`join.tables`, the count a side): one output per change of
+ * either (every order, every customer change of the whole history: none
+ * lost or twice under the crashes), and per customer the last one the
+ * join of the last version with the whole count. */
+static void check_profiles(const char *topic, const long *count)
+{
+    long want = 0;
+    for (int k = 0; k < CUSTOMERS; k++)
+        want += count[k] + hcount[k] - 1;
+    it_msgs out = {0};
+    it_consume(topic, (size_t)want, 500, 60000, &out);
+    const it_msg *last[CUSTOMERS] = {0};
+    long stray = 0, wrong = 0;
+    for (size_t i = 0; i < out.count; i++) {
+        const it_msg *m = &out.items[i];
+        int k = m->key && m->key[0] == 'c' ? atoi(m->key + 1) : -1;
+        if (k < 0 || k >= CUSTOMERS)
+            stray++;
+        else if (!last[k] || m->offset > last[k]->offset)
+            last[k] = m;
+    }
+    for (int k = 0; k < CUSTOMERS; k++) {
+        int version = hist[k][hcount[k] - 1];
+        if (!last[k]) {
+            wrong += count[k] > 0 || version > 0;
+            continue;
+        }
+        json_t *v = last[k]->value ? json_loadb(last[k]->value, last[k]->value_len, 0, NULL)
+                                   : NULL;
+        json_t *l = json_object_get(v, "left"), *r = json_object_get(v, "right");
+        int got_v = json_is_null(l) ? 0 : (int)json_integer_value(json_object_get(l, "v"));
+        long got_n = json_is_null(r) ? 0 : (long)json_integer_value(r);
+        if (!v ? count[k] > 0 || version > 0 : got_v != version || got_n != count[k])
+            wrong++;
+        json_decref(v);
+    }
+    printf("\n  [count table, join.tables] %zu outputs for %ld changes, %ld stray; %ld "
+           "customers' last result wrong",
+           out.count, want, stray, wrong);
+    CU_ASSERT_EQUAL(out.count, (size_t)want);
+    CU_ASSERT_EQUAL(stray, 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+    it_msgs_free(&out);
+}
+
+/* Another application counts the orders per customer and joins every
+ * order with that count (`table: order_counts`), from the start of the
+ * orders' history, SIGKILLed after a Kafka commit (before the LMDB one)
+ * and with kill -9 while orders flow: in read_committed, every order once,
+ * with the number of its customer's orders up to and including it. */
+static void test_count_table_kill9(void)
+{
+    char path[600], application[160], log_nt[600], out_counted[128], out_profiles[128];
+    snprintf(application, sizeof application, "%s-nt", app);
+    snprintf(path, sizeof path, "%s/nt.yaml", dir);
+    snprintf(log_nt, sizeof log_nt, "%s/nt.log", dir);
+    it_unique(out_counted, sizeof out_counted, "counted");
+    it_unique(out_profiles, sizeof out_profiles, "counted-profiles");
+    int64_t started = it_now_ms();
+    it_write_file(path,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "guarantee: exactly-once\n"
+                  "commit_interval_ms: 100\n"
+                  "workers: 2\n"
+                  "state_dir: %s/state-nt\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n"
+                  "  orders: { topic: %s, key: string, value: json }\n"
+                  "tables:\n"
+                  "  customers: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n"
+                  "  - { name: counted, type: join, from: orders, table: order_counts,"
+                  " config: { kind: left } }\n"
+                  "  - { name: order_counts, type: count, from: orders, store: oc }\n"
+                  "  - { name: profile, type: join.tables, from: [customers, order_counts],"
+                  " config: { left: customers, right: order_counts, kind: outer } }\n"
+                  "sinks:\n"
+                  "  - { from: counted, topic: %s, key: string, value: json, create: true,"
+                  " partitions: 4 }\n"
+                  "  - { from: profile, topic: %s, key: string, value: json, create: true,"
+                  " partitions: 4 }\n",
+                  application, it_bootstrap(), dir, KS_TEST_BUILDDIR, orders, customers,
+                  out_counted, out_profiles);
+    pid_t e = it_engine_start_env(path, "nt", log_nt, "KS_CRASH_AT=after-kafka-commit:3");
+    int st = it_engine_wait(e, 60000);
+    if (st < 0)
+        it_engine_kill(e);
+    CU_ASSERT_EQUAL(st, 137);
+    e = it_engine_start(path, "nt", log_nt);
+    produce_orders(1000);
+    it_sleep_ms(300);
+    it_engine_kill(e);
+    produce_orders(1000);
+    e = it_engine_start(path, "nt", log_nt);
+    it_msgs out = {0};
+    it_consume(out_counted, (size_t)produced, 500, 60000, &out);
+    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
+    long *want = calloc((size_t)produced, sizeof *want), before[CUSTOMERS] = {0};
+    unsigned char *seen = calloc((size_t)produced, 1);
+    CU_ASSERT_FATAL(want && seen);
+    for (long n = 0; n < produced; n++)
+        want[n] = ++before[customer_of(n)];
+    long wrong = 0, twice = 0, missing = 0;
+    for (size_t i = 0; i < out.count; i++) {
+        const it_msg *m = &out.items[i];
+        json_t *v = m->value ? json_loadb(m->value, m->value_len, 0, NULL) : NULL;
+        json_t *o = json_object_get(json_object_get(v, "left"), "o");
+        json_t *r = json_object_get(v, "right");
+        long n = json_is_integer(o) ? (long)json_integer_value(o) : -1;
+        if (n < 0 || n >= produced || !json_is_integer(r) ||
+            json_integer_value(r) != want[n])
+            wrong++;
+        else if (seen[n]++)
+            twice++;
+        json_decref(v);
+    }
+    for (long n = 0; n < produced; n++)
+        missing += !seen[n];
+    printf("\n  [count table] %zu outputs for %ld orders: %ld wrong, %ld twice, %ld missing "
+           "(%.0f s)",
+           out.count, produced, wrong, twice, missing, (double)(it_now_ms() - started) / 1000);
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(twice, 0);
+    CU_ASSERT_EQUAL(missing, 0);
+    free(want);
+    free(seen);
+    it_msgs_free(&out);
+    check_profiles(out_profiles, before);
+}
+
 static void test_not_copartitioned(void)
 {
     char topic[128], path[600], log2[600];
@@ -612,6 +750,8 @@ int main(void)
          test_restore_from_table_topic},
         {"table-table outer join, SIGKILL at the commit and kill -9: every change once",
          test_table_table_kill9},
+        {"a stream joined with a count of it (table: NODE), SIGKILL and kill -9",
+         test_count_table_kill9},
         {"a table with another partition count is refused", test_not_copartitioned},
         {NULL, NULL}};
     return it_main("joins", cases);

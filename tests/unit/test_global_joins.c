@@ -113,7 +113,7 @@ static void test_yaml(void)
                   "  - { name: j, type: join, from: orders, table: customer }\n%s",
              sinks);
     parse_err(yaml, "g.yaml:8:49: node 'j': unknown table 'customer' (not under 'tables' or "
-                    "'global_tables')");
+                    "'global_tables', nor a node)");
     snprintf(yaml, sizeof yaml,
              HEAD "nodes:\n"
                   "  - { name: j, type: join, from: [orders, customers], table: customers }\n%s",

@@ -88,7 +88,7 @@ static void test_yaml(void)
     snprintf(yaml, sizeof yaml,
              HEAD "nodes:\n  - { name: j, type: join, from: orders, table: orders }\n%s", tail);
     parse_err(yaml, "j.yaml:9:49: node 'j': unknown table 'orders' (not under 'tables' or "
-                    "'global_tables')");
+                    "'global_tables', nor a node)");
     snprintf(yaml, sizeof yaml,
              HEAD "nodes:\n  - { name: j, type: count, from: orders, store: customers }\n%s",
              tail);
