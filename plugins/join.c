@@ -77,6 +77,8 @@ typedef struct join_state {
     int values[2];       /* ks_store_values of table and right */
     char num[2][24];     /* a count's value as JSON text, per side */
     const char *key_ptr; /* `key:` (borrowed from the config), or NULL */
+    ks_key_mapper_fn key_fn; /* `functions: { key: }`, or NULL */
+    ks_buf *key_out;         /* key_fn's output; owned */
     char *key_buf;       /* the decoded lookup key; owned */
     size_t key_cap;
 } join_state;
@@ -127,6 +129,13 @@ static ks_verdict join_init(ks_ctx *ctx, void **state)
         }
         s->key_ptr = ptr;
     }
+    void (*fn)(void) = NULL;
+    int rc = host->function(ctx, "key", KS_FN_KEY_MAPPER, &fn);
+    if (rc != 0 && rc != KS_ERR_NOT_FOUND)
+        return KS_FATAL; /* logged by the host: not a key mapper */
+    if (rc == 0 && !(s->key_out = host->buf_new()))
+        return KS_FATAL;
+    s->key_fn = (ks_key_mapper_fn)fn;
     return ks_joiner_init(&s->joiner, host, ctx);
 }
 
@@ -137,6 +146,7 @@ static void join_close(ks_ctx *ctx, void *state)
     if (s) {
         ks_joiner_free(&s->joiner);
         free(s->key_buf);
+        host->buf_free(s->key_out);
     }
     free(s);
 }
@@ -223,11 +233,32 @@ static int extract_key(ks_ctx *ctx, join_state *s, const ks_record *rec, ks_byte
     return key->len == 0 || key->len > KS_KEY_MAX ? 1 : 0;
 }
 
-/* The lookup key of rec: the record key, or the one `key:` extracts. 0,
- * 1 (no key: no match) or a verdict + 2 (v: KS_OK drops the record). */
+/* The lookup key the node's key mapper function gives rec: as
+ * extract_key. */
+static int mapped_key(ks_ctx *ctx, join_state *s, const ks_record *rec, ks_bytes *key)
+{
+    ks_bytes k = {rec->key, rec->key_len}, v = {rec->value, rec->value_len};
+    host->buf_set(s->key_out, NULL, 0);
+    ks_verdict verdict = s->key_fn(host, k, v, s->key_out);
+    if (verdict == KS_SKIP)
+        host->log(ctx, KS_LOG_WARN, "join: node '%s': poison record %s[%d]@%lld: the key "
+                                    "function refused it",
+                  host->node_name(ctx), rec->topic ? rec->topic : "-", (int)rec->partition,
+                  (long long)rec->offset);
+    if (verdict != KS_OK)
+        return 2 + (int)verdict;
+    *key = host->buf_get(s->key_out);
+    return key->len == 0 || key->len > KS_KEY_MAX ? 1 : 0;
+}
+
+/* The lookup key of rec: the record key, or the one `key:` or the key
+ * function gives. 0, 1 (no key: no match) or a verdict + 2 (v: KS_OK
+ * drops the record). */
 static int lookup_key(ks_ctx *ctx, join_state *s, const ks_record *rec, ks_bytes *key)
 {
     ks_verdict v;
+    if (s->key_fn)
+        return mapped_key(ctx, s, rec, key);
     if (!s->key_ptr) {
         if (ks_keyed_check(&s->keyed, ctx, rec, &v))
             return 2 + (int)v;

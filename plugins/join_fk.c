@@ -104,15 +104,18 @@ static ks_verdict named_store(ks_ctx *ctx, const char *name, ks_store **out)
 /* ---- fk_subscribe ------------------------------------------------------ */
 
 typedef struct sub_state {
-    char pointer[256];
+    char pointer[256];      /* `foreign_key:`, when no function gives it */
+    ks_key_mapper_fn fk_fn; /* `functions: { foreign_key: }`, or NULL */
+    ks_buf *fk_out;         /* fk_fn's output; owned */
     ks_store *last; /* K -> the foreign key last subscribed */
     unsigned char *buf;
     size_t cap;
 } sub_state;
 
 static const ks_config_field sub_fields[] = {
-    {"foreign_key", KS_CONFIG_STRING, 1, NULL,
-     "JSON pointer to the right table's key in the left value, e.g. /customer_id"},
+    {"foreign_key", KS_CONFIG_STRING, 0, NULL,
+     "JSON pointer to the right table's key in the left value, e.g. /customer_id "
+     "(or functions: { foreign_key: plugin.fn })"},
     {"foreign_keys", KS_CONFIG_STRING, 1, NULL,
      "the node's store of the foreign key last subscribed per left key"},
 };
@@ -123,7 +126,16 @@ static ks_verdict sub_init(ks_ctx *ctx, void **state)
     if (!s)
         return KS_FATAL;
     *state = s;
-    const char *ptr = NULL;
+    void (*fn)(void) = NULL;
+    int rc = host->function(ctx, "foreign_key", KS_FN_KEY_MAPPER, &fn);
+    if (rc != 0 && rc != KS_ERR_NOT_FOUND)
+        return KS_FATAL; /* logged by the host: not a key mapper */
+    const char *ptr = NULL, *last = NULL;
+    host->config_string(ctx, "foreign_keys", &last);
+    if (rc == 0) {
+        s->fk_fn = (ks_key_mapper_fn)fn;
+        return (s->fk_out = host->buf_new()) ? named_store(ctx, last, &s->last) : KS_FATAL;
+    }
     if (host->config_string(ctx, "foreign_key", &ptr) != 0 || !ptr ||
         strlen(ptr) >= sizeof s->pointer || (ptr[0] && ptr[0] != '/')) {
         host->log(ctx, KS_LOG_ERROR, "join: node '%s': foreign_key must be a JSON pointer "
@@ -132,8 +144,6 @@ static ks_verdict sub_init(ks_ctx *ctx, void **state)
         return KS_FATAL;
     }
     strcpy(s->pointer, ptr);
-    const char *last = NULL;
-    host->config_string(ctx, "foreign_keys", &last);
     return named_store(ctx, last, &s->last);
 }
 
@@ -141,9 +151,29 @@ static void sub_close(ks_ctx *ctx, void *state)
 {
     (void)ctx;
     sub_state *s = state;
-    if (s)
+    if (s) {
         free(s->buf);
+        host->buf_free(s->fk_out);
+    }
     free(s);
+}
+
+/* The foreign key the node's function gives left record (key, v) into fk
+ * (cap FK_MAX), its length into *len as foreign_key does; the function's
+ * verdict when it is not KS_OK (KS_SKIP: poison). */
+static ks_verdict mapped_foreign_key(const sub_state *s, ks_bytes key, const ks_bytes *v,
+                                     char *fk, int *len)
+{
+    ks_bytes value = v ? *v : (ks_bytes){NULL, 0};
+    host->buf_set(s->fk_out, NULL, 0);
+    ks_verdict verdict = s->fk_fn(host, key, value, s->fk_out);
+    if (verdict != KS_OK)
+        return verdict;
+    ks_bytes out = host->buf_get(s->fk_out);
+    *len = out.len > FK_MAX ? -1 : (int)out.len;
+    if (*len > 0)
+        memcpy(fk, out.data, out.len);
+    return KS_OK;
 }
 
 /* The foreign key of left value v into fk (cap FK_MAX): its length, 0 when
@@ -193,7 +223,19 @@ static ks_verdict sub_process(ks_ctx *ctx, void *state, const ks_record *rec)
     ks_bytes key = {rec->key, rec->key_len}, val = {rec->value, rec->value_len};
     const ks_bytes *v = rec->value ? &val : NULL;
     char fk[FK_MAX], old[FK_MAX];
-    int fk_len = foreign_key(s, v, fk);
+    int fk_len = 0;
+    if (!s->fk_fn) {
+        fk_len = foreign_key(s, v, fk);
+    } else {
+        ks_verdict verdict = mapped_foreign_key(s, key, v, fk, &fk_len);
+        if (verdict == KS_SKIP)
+            host->log(ctx, KS_LOG_WARN, "join: node '%s': poison record %s[%d]@%lld: the "
+                                        "foreign key function refused it",
+                      host->node_name(ctx), rec->topic ? rec->topic : "-",
+                      (int)rec->partition, (long long)rec->offset);
+        if (verdict != KS_OK)
+            return verdict;
+    }
     if (fk_len < 0) {
         host->log(ctx, KS_LOG_WARN, "join: node '%s': foreign key over %d bytes at offset "
                                     "%lld: treated as missing",

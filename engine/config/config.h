@@ -284,6 +284,10 @@ const ks_cfg_scalar *ks_cfg_scalars_find(const ks_cfg_scalars *s, const char *ke
  * checks more closely, e.g. "join", "streams"), else 0. */
 int ks_cfg_node_is(const ks_cfg_node *n, const char *plugin, const char *processor);
 
+/* The function node `n` names for `role` (`functions: { role: ... }`),
+ * borrowed from n; NULL when it names none. */
+const ks_cfg_function *ks_cfg_node_function(const ks_cfg_node *n, const char *role);
+
 /* Writes "FILE:LINE:COL: message" for mark `m` into err (the format the
  * parser uses, for the checks made after it: topology.c, repartition.c)
  * and returns -1, so a check can `return ks_mark_fail(...)`. */

@@ -66,21 +66,31 @@ int ks_cfg_check_names(pctx *c)
     return rc;
 }
 
-/* The shipped join's `key:` (a lookup key from the value) needs a global
- * table: a table of the task is looked up by the record key it is
- * co-partitioned by. It must be a JSON pointer. */
+/* The shipped join's `key:` (a lookup key from the value) or key function
+ * (`functions: { key: }`) needs a global table: a table of the task is
+ * looked up by the record key it is co-partitioned by. `key:` must be a
+ * JSON pointer; one of the two at most. */
 static int check_join_key(pctx *c, const ks_cfg_node *n)
 {
-    const ks_cfg_scalar *k = ks_cfg_scalars_find(&n->config, "key");
-    if (!k || !ks_cfg_node_is(n, "join", "join"))
+    if (!ks_cfg_node_is(n, "join", "join"))
         return 0;
+    const ks_cfg_scalar *k = ks_cfg_scalars_find(&n->config, "key");
+    const ks_cfg_function *fn = ks_cfg_node_function(n, "key");
+    if (!k && !fn)
+        return 0;
+    ks_mark at = k ? k->mark : fn->mark;
+    if (k && fn)
+        return FAIL_MARK(c, fn->mark,
+                         "node '%s': the lookup key comes from `key:` or from "
+                         "`functions: { key: }`, not both",
+                         n->name);
     if (!n->table || !ks_pipeline_global(c->p, n->table))
-        return FAIL_MARK(c, k->mark,
-                         "node '%s': `key:` looks records up in a global table only (under "
+        return FAIL_MARK(c, at,
+                         "node '%s': %s looks records up in a global table only (under "
                          "'global_tables'); a table of `tables:` is looked up by the record "
                          "key, which it is partitioned by",
-                         n->name);
-    if (!k->value || (k->value[0] && k->value[0] != '/'))
+                         n->name, k ? "`key:`" : "a key function");
+    if (k && (!k->value || (k->value[0] && k->value[0] != '/')))
         return FAIL_MARK(c, k->mark,
                          "node '%s': key '%s' is not a JSON pointer; expected \"/field\" "
                          "(or \"\" for the whole value)",

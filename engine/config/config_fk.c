@@ -57,6 +57,17 @@ static int config2(ks_cfg_scalars *s, ks_cfg_scalar *first, const char *key2, co
     return s->items[1].key && s->items[1].value ? 0 : -1;
 }
 
+/* s (empty) := { key: val }, marked at m. 0, or -1 when out of memory. */
+static int config1(ks_cfg_scalars *s, const char *key, const char *val, ks_mark m)
+{
+    if (!(s->items = calloc(1, sizeof *s->items)))
+        return -1;
+    s->items[0] = (ks_cfg_scalar){.key = strdup(key), .value = strdup(val), .mark = m,
+                                  .key_mark = m};
+    s->count = 1;
+    return s->items[0].key && s->items[0].value ? 0 : -1;
+}
+
 /* A node with one or two inputs and one store, marks from `at`. */
 static int make_node(ks_cfg_node *out, const ks_cfg_node *at, const char *name,
                      const char *processor, const char *in1, ks_mark m1, const char *in2,
@@ -107,18 +118,43 @@ static int check_fk(pctx *c, const ks_cfg_node *n, const ks_cfg_scalar *right,
                          "node '%s': a foreign-key join reads one left table, `from: "
                          "TABLE` (a table under 'tables')",
                          n->name);
-    if (!has_right || !has_fk)
-        return FAIL_MARK(c, n->mark, "node '%s': a foreign-key join needs config key '%s'",
-                         n->name, has_right ? "foreign_key" : "right");
+    const ks_cfg_function *fn = ks_cfg_node_function(n, "foreign_key");
+    if (has_fk && fn)
+        return FAIL_MARK(c, fn->mark,
+                         "node '%s': the foreign key comes from `foreign_key:` or from "
+                         "`functions: { foreign_key: }`, not both",
+                         n->name);
+    if (!has_right || (!has_fk && !fn))
+        return FAIL_MARK(c, n->mark, "node '%s': a foreign-key join needs config key %s",
+                         n->name, has_right ? "'foreign_key' (or functions: { foreign_key: })"
+                                            : "'right'");
     if (!table_named(p, right->value))
         return FAIL_MARK(c, right->mark, "node '%s': right '%s' is not a table (under "
                                          "'tables')",
                          n->name, right->value ? right->value : "");
-    if (!fk->value || fk->value[0] != '/')
+    if (has_fk && (!fk->value || fk->value[0] != '/'))
         return FAIL_MARK(c, fk->mark,
                          "node '%s': foreign_key '%s' is not a JSON pointer (e.g. "
                          "/customer_id)",
                          n->name, fk->value ? fk->value : "");
+    return 0;
+}
+
+/* Move the function of `role` (if any) from node `from` to node `to`,
+ * which names none yet. 0, or -1 when out of memory. */
+static int move_function(ks_cfg_node *from, ks_cfg_node *to, const char *role)
+{
+    const ks_cfg_function *f = ks_cfg_node_function(from, role);
+    if (!f)
+        return 0;
+    size_t i = (size_t)(f - from->functions);
+    if (!(to->functions = malloc(sizeof *to->functions)))
+        return -1;
+    to->functions[0] = from->functions[i];
+    to->function_count = 1;
+    memmove(&from->functions[i], &from->functions[i + 1],
+            (from->function_count - i - 1) * sizeof *from->functions);
+    from->function_count--;
     return 0;
 }
 
@@ -161,7 +197,9 @@ static int unfold(pctx *c, size_t i)
          make_node(sub, n, sub_name, "fk_subscribe", left, left_mark, NULL, left_mark, keys) ||
          make_node(reg, n, reg_name, "fk_register", sub_name, n->mark, right.value, right.mark,
                    subs) ||
-         config2(&sub->config, &fk, "foreign_keys", keys) ||
+         (has_fk ? config2(&sub->config, &fk, "foreign_keys", keys)
+                 : config1(&sub->config, "foreign_keys", keys, n->mark)) ||
+         move_function(n, sub, "foreign_key") ||
          config2(&reg->config, &right, "subscriptions", subs);
     if (!rc) {
         reg->repartition_topic = join3(p->application, "-", n->name);

@@ -81,6 +81,14 @@ int ks_cfg_node_is(const ks_cfg_node *n, const char *plugin, const char *process
            strcmp(n->processor, processor) == 0;
 }
 
+const ks_cfg_function *ks_cfg_node_function(const ks_cfg_node *n, const char *role)
+{
+    for (size_t i = 0; i < n->function_count; i++)
+        if (n->functions[i].role && strcmp(n->functions[i].role, role) == 0)
+            return &n->functions[i];
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Freeing                                                             */
 /* ------------------------------------------------------------------ */

@@ -166,8 +166,11 @@ static int check_functions(const char *path, const ks_plugin_descriptor *d,
                 return -1;
             }
         }
-        /* joiners came with 1.4: an older build cannot mean kind 6 */
-        int last = d->abi_minor >= 4 ? KS_FN_JOINER : KS_FN_HANDLER;
+        /* joiners came with 1.4, key mappers with 1.6: an older build
+         * cannot mean kinds 6 or 7 */
+        int last = d->abi_minor >= 6   ? KS_FN_KEY_MAPPER
+                   : d->abi_minor >= 4 ? KS_FN_JOINER
+                                       : KS_FN_HANDLER;
         if (f->kind < KS_FN_INITIALIZER || (int)f->kind > last) {
             set_err(err, errlen, "%s: function \"%s\": kind %d is not a "
                     "ks_function_kind of ABI 1.%u (1..%d)", path, printable(f->name, b1),

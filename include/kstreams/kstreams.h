@@ -45,8 +45,11 @@
  *       two sides apart by it); plugins of 1.0-1.4 load as before.
  *  1.6  ks_host_api.store_values and ks_store_values: what a store's values
  *       hold (a table's: timestamp and value; a node's read as its table:
- *       as that node wrote them; a shipped count's: an int64); plugins of
- *       1.0-1.5 load as before.
+ *       as that node wrote them; a shipped count's: an int64); and
+ *       KS_FN_KEY_MAPPER, ks_key_mapper_fn: a key computed from a record,
+ *       for the lookup key of the shipped `join` against a global table
+ *       and the foreign key of `join.fk`; plugins of 1.0-1.5 load as
+ *       before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -190,7 +193,8 @@ typedef enum ks_function_kind {
     KS_FN_REDUCER = 3,     /* ks_reducer_fn     */
     KS_FN_MERGER = 4,      /* ks_merger_fn      */
     KS_FN_HANDLER = 5,     /* ks_handler_fn     */
-    KS_FN_JOINER = 6       /* ks_joiner_fn (ABI 1.4) */
+    KS_FN_JOINER = 6,      /* ks_joiner_fn (ABI 1.4) */
+    KS_FN_KEY_MAPPER = 7   /* ks_key_mapper_fn (ABI 1.6) */
 } ks_function_kind;
 
 /* Write the initial aggregate for `key` into `out`. */
@@ -220,6 +224,16 @@ typedef ks_verdict (*ks_handler_fn)(ks_ctx *ctx, const ks_record *command,
 typedef ks_verdict (*ks_joiner_fn)(const ks_host_api *api, ks_bytes key,
                                    ks_bytes left, const ks_bytes *right,
                                    ks_buf *out);
+/* Compute a key from a record with `key` and `value` (`value.data` NULL
+ * for a tombstone): the lookup key of the shipped `join` against a global
+ * table (`functions: { key: ... }`) or the foreign key of `join.fk`
+ * (`functions: { foreign_key: ... }`). Write the key into `out` and
+ * return KS_OK; KS_OK with `out` left empty means the record has none (no
+ * match: an inner join drops it, a left join keeps it with no right
+ * side); KS_SKIP makes it poison (the pipeline's poison policy); KS_RETRY
+ * retries the batch. All borrowed until return. ABI 1.6. */
+typedef ks_verdict (*ks_key_mapper_fn)(const ks_host_api *api, ks_bytes key,
+                                       ks_bytes value, ks_buf *out);
 
 typedef struct ks_function {
     const char *name;

@@ -4,6 +4,11 @@
  * the processor "writer", which tries to write its first store (a table's,
  * through `table:`) and forwards "rc=<what store_put returned>".
  *
+ * The key mapper "before_colon" (KS_FN_KEY_MAPPER, ABI 1.6): the key is
+ * the value's text before its first ':' ("c7:rest" -> "c7"); a value
+ * without ':' (or a tombstone) has none; a value starting with '!' is
+ * poison (KS_SKIP).
+ *
  * Built a second time with -DJOINER_ABI_MINOR=3 (joiner_old): a plugin of
  * ABI 1.3 cannot have a function of kind 6, and the loader says so.
  */
@@ -35,6 +40,21 @@ static ks_verdict concat(const ks_host_api *api, ks_bytes key, ks_bytes left,
     return rc == 0 ? KS_OK : KS_RETRY;
 }
 
+#if JOINER_ABI_MINOR >= 6
+static ks_verdict before_colon(const ks_host_api *api, ks_bytes key, ks_bytes value,
+                               ks_buf *out)
+{
+    (void)key;
+    const char *v = value.data;
+    if (value.len && v[0] == '!')
+        return KS_SKIP;
+    const char *colon = value.len ? memchr(v, ':', value.len) : NULL;
+    if (colon && api->buf_set(out, v, (size_t)(colon - v)) != 0)
+        return KS_RETRY;
+    return KS_OK;
+}
+#endif
+
 static ks_verdict writer_init(ks_ctx *ctx, void **state)
 {
     ks_store *st = NULL;
@@ -65,6 +85,9 @@ static const ks_processor_type *const types[] = {&writer_type};
 
 static const ks_function functions[] = {
     {"concat", KS_FN_JOINER, (void (*)(void))concat},
+#if JOINER_ABI_MINOR >= 6
+    {"before_colon", KS_FN_KEY_MAPPER, (void (*)(void))before_colon},
+#endif
 };
 
 static const ks_plugin_descriptor descriptor = {
@@ -78,7 +101,7 @@ static const ks_plugin_descriptor descriptor = {
     .processors = types,
     .processor_count = 1,
     .functions = functions,
-    .function_count = 1,
+    .function_count = sizeof functions / sizeof functions[0],
 };
 
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)

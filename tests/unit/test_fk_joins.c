@@ -582,6 +582,59 @@ static void test_function_joiner(void)
     ks_driver_close(drv);
 }
 
+/* functions: { foreign_key: ... } (KS_FN_KEY_MAPPER) goes to the
+ * subscribe node: the key it writes is the foreign key, none is no match
+ * (a left result), KS_SKIP poison; `foreign_key:` and a function both are
+ * refused. */
+static void test_function_foreign_key(void)
+{
+    static const char *yaml =
+        "application: fkk\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "poison: skip\n"
+        "tables:\n"
+        "  orders: { topic: orders, key: string, value: string }\n"
+        "  customers: { topic: customers, key: string, value: string }\n"
+        "nodes:\n"
+        "  - { name: j, type: join.fk, from: orders, config: { right: customers, kind: left },\n"
+        "      functions: { foreign_key: joiner.before_colon, joiner: joiner.concat } }\n"
+        "sinks: [ { name: out, from: j, topic: t1, key: string, value: string } ]\n";
+    ks_driver *drv = open_fk(yaml, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(drv);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "x", 1, "1", 1, 5), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o", 1, "x:a", 3, 7), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "p", 1, "nokey", 5, 8), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "q", 1, "!bad", 4, 9), KS_SKIP);
+    ks_driver_record r;
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    CU_ASSERT(r.value_len == 5 && memcmp(r.value, "x:a|1", 5) == 0);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    CU_ASSERT(r.value_len == 7 && memcmp(r.value, "nokey|-", 7) == 0);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0); /* q: poison, skipped */
+    ks_driver_close(drv);
+
+    static const char *both =
+        "application: fkk\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "tables:\n"
+        "  orders: { topic: orders, key: string, value: string }\n"
+        "  customers: { topic: customers, key: string, value: string }\n"
+        "nodes:\n"
+        "  - { name: j, type: join.fk, from: orders, config: { right: customers,"
+        " foreign_key: /c },\n"
+        "      functions: { foreign_key: joiner.before_colon } }\n"
+        "sinks: [ { name: out, from: j, topic: t1, key: string, value: string } ]\n";
+    ks_pipeline *p = NULL;
+    char err[1024] = "";
+    CU_ASSERT_EQUAL(ks_pipeline_parse("k.yaml", both, strlen(both), &p, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "k.yaml:8:33: node 'j': the foreign key comes from "
+                                       "`foreign_key:` or from `functions: { foreign_key: }`, "
+                                       "not both"));
+    if (!strstr(err, "k.yaml:8:33"))
+        fprintf(stderr, "\n%s\n", err);
+    ks_pipeline_free(p);
+}
+
 static void test_lazy(void)
 {
     char dir[] = "/tmp/ks-test-fkjoins-XXXXXX";
@@ -652,6 +705,8 @@ void ks_test_register_fk_joins(void)
     CU_add_test(s, "join.fk: topic names and YAML errors at FILE:LINE:COL", test_one_node_yaml);
     CU_add_test(s, "foreign keys: numbers, strings, nothing usable is no error", test_key_values);
     CU_add_test(s, "a joiner function of a plugin", test_function_joiner);
+    CU_add_test(s, "a foreign key function of a plugin (KS_FN_KEY_MAPPER)",
+                test_function_foreign_key);
     CU_add_test(s, "lagging topics: stale responses dropped, final join equals the model",
                 test_lazy);
 }

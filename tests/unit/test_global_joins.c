@@ -122,6 +122,58 @@ static void test_yaml(void)
                     "look records up in it with `table: customers`");
 }
 
+/* functions: { key: ... } (KS_FN_KEY_MAPPER): the lookup key a plugin
+ * computes; none is no match, KS_SKIP poison; with `key:` too it is
+ * refused, and on a table of `tables:` as `key:` is. */
+static void test_key_function(void)
+{
+    static const char *yaml =
+        "application: gkey\n"
+        "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "poison: skip\n"
+        "sources: { orders: { topic: orders, key: string, value: string } }\n"
+        "global_tables: { customers: { topic: customers, key: string, value: string } }\n"
+        "nodes:\n"
+        "  - { name: j, type: join, from: orders, table: customers, config: { kind: left },\n"
+        "      functions: { key: joiner.before_colon, joiner: joiner.concat } }\n"
+        "sinks: [ { name: out, from: j, topic: t1, key: string, value: string } ]\n";
+    ks_driver_options opt = {.partitions = 2, .plugin_path = PLUGINS};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    int rc = ks_driver_open_text("k.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "customers", "c7", 2, "ann", 3, 5), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o1", 2, "c7:x", 4, 7), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o2", 2, "zz", 2, 8), 0);
+    CU_ASSERT_EQUAL(ks_driver_pipe(drv, "orders", "o3", 2, "!p", 2, 9), KS_SKIP);
+    ks_driver_record r;
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    CU_ASSERT(r.value_len == 8 && memcmp(r.value, "c7:x|ann", 8) == 0);
+    CU_ASSERT(r.key_len == 2 && memcmp(r.key, "o1", 2) == 0);
+    CU_ASSERT_EQUAL_FATAL(ks_driver_read_output(drv, "out", &r), 0);
+    CU_ASSERT(r.value_len == 4 && memcmp(r.value, "zz|-", 4) == 0);
+    CU_ASSERT_EQUAL(ks_driver_output_count(drv, NULL), 0); /* o3: poison, skipped */
+    ks_driver_close(drv);
+
+    char bad[2048];
+    snprintf(bad, sizeof bad,
+             HEAD "nodes:\n"
+                  "  - { name: j, type: join, from: orders, table: customers,"
+                  " config: { key: /c }, functions: { key: joiner.before_colon } }\n"
+                  "sinks: [ { from: j, topic: o, key: string, value: json } ]\n");
+    parse_err(bad, "node 'j': the lookup key comes from `key:` or from `functions: { key: }`, "
+                   "not both");
+    snprintf(bad, sizeof bad,
+             HEAD "tables: { accounts: { topic: accounts } }\n"
+                  "nodes:\n"
+                  "  - { name: j, type: join, from: orders, table: accounts,"
+                  " functions: { key: joiner.before_colon } }\n"
+                  "sinks: [ { from: j, topic: o, key: string, value: json } ]\n");
+    parse_err(bad, "node 'j': a key function looks records up in a global table only");
+}
+
 /* ---- the reference model ---------------------------------------------------- */
 
 #define KEYS 15
@@ -428,6 +480,7 @@ void ks_test_register_global_joins(void)
 {
     CU_pSuite s = CU_add_suite("global_joins", NULL, NULL);
     CU_add_test(s, "global_tables: in YAML, and its errors", test_yaml);
+    CU_add_test(s, "a lookup key function of a plugin (KS_FN_KEY_MAPPER)", test_key_function);
     CU_add_test(s, "stream-global-table joins equal the reference model", test_model);
     CU_add_test(s, "a global table's store is read-only to plugins", test_read_only);
     CU_add_test(s, "lookup keys: record key after a key change (no repartition), JSON pointer",
