@@ -17,7 +17,7 @@
  * check) and read in place with json_ptr.h.
  *
  * Verdicts: a value that is not JSON is poison (KS_SKIP, the pipeline's
- * poison policy), logged with jansson's reason and byte position; a missing
+ * poison policy), logged with the check's reason and byte position; a missing
  * field is never an error by itself (see each operator); out of memory and
  * failed forwards are KS_RETRY; a branch route naming no child is KS_FATAL.
  * Tombstones (NULL values) pass through filter, map and flat_map unchanged,
@@ -25,7 +25,6 @@
  */
 #include <kstreams/kstreams.h>
 
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,16 +100,13 @@ static int value_json(ks_ctx *ctx, const ops_state *st, const ks_record *rec, ks
 {
     if (!rec->value)
         return 0;
-    if (ks_json_valid(rec->value, rec->value_len) &&
+    ks_json_error e;
+    if (ks_json_check(rec->value, rec->value_len, &e) == 0 &&
         ks_json_root(rec->value, rec->value_len, doc) == 0)
         return 1;
-    json_error_t e;
-    json_t *j = json_loadb(rec->value, rec->value_len, JSON_DECODE_ANY, &e);
-    json_decref(j); /* NULL unless jansson and the check disagree */
-    host->log(ctx, KS_LOG_WARN, "%s: poison record %s[%d]@%lld: value is not JSON: %s at byte %d",
+    host->log(ctx, KS_LOG_WARN, "%s: poison record %s[%d]@%lld: value is not JSON: %s",
               st->who, rec->topic ? rec->topic : "-", (int)rec->partition,
-              (long long)rec->offset, j ? "refused by the json check" : e.text,
-              j ? 0 : e.position);
+              (long long)rec->offset, e.text);
     host->metric_add(ctx, "invalid_json", 1);
     return -1;
 }

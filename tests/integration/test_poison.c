@@ -94,7 +94,10 @@ static void test_fail_policy(void)
     CU_ASSERT_EQUAL(st, 1);
     /* record 42 is the first poison: partition 0, offset 21 */
     char want[256];
-    snprintf(want, sizeof want, "poison record at %s/0/21: not valid JSON", r.in);
+    snprintf(want, sizeof want,
+             "poison record at %s/0/21: not valid JSON: expected '\"' starting a member "
+             "name at byte 1",
+             r.in);
     int named = it_log_count(r.log, want);
     printf("\n  exit %d; log names %s/0/21: %s\n", st, r.in, named ? "yes" : "no");
     CU_ASSERT(named >= 1);
@@ -115,6 +118,13 @@ static void test_skip_policy(void)
     check_good_counts(&r);
     CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
     int skipped = it_log_count(r.log, "skipping poison record");
+    /* topic/partition/offset, the serde's sentence and the reason */
+    char want[256];
+    snprintf(want, sizeof want,
+             "skipping poison record %s/0/21: not valid JSON: expected '\"' starting a "
+             "member name at byte 1",
+             r.in);
+    CU_ASSERT_EQUAL(it_log_count(r.log, want), 1);
     printf("  skipped with a log line: %d of %d\n", skipped, N / 100);
     CU_ASSERT_EQUAL(skipped, N / 100);
 }
@@ -138,8 +148,11 @@ static void test_dead_letter_policy(void)
         char want[256];
         snprintf(want, sizeof want, "ks.topic=%s\nks.partition=%d\nks.offset=%d\n", r.in,
                  n % 2, n / 2);
+        /* the serde's sentence, and the validator's reason with its byte */
         with_origin += m->headers && strstr(m->headers, want) &&
-                       strstr(m->headers, "ks.error=not valid JSON");
+                       strstr(m->headers, "ks.error=not valid JSON\n") &&
+                       strstr(m->headers, "ks.error.reason=expected '\"' starting a member "
+                                          "name at byte 1");
     }
     int once = 0;
     for (int i = 0; i < N; i++)
