@@ -22,6 +22,13 @@
  * failed forwards are KS_RETRY; a branch route naming no child is KS_FATAL.
  * Tombstones (NULL values) pass through filter, map and flat_map unchanged,
  * go to branch's default, and are "missing" for select_key.
+ *
+ * Serdes (host input_serde/child_serde, ABI 1.6; on an older engine
+ * everything is as if they were unknown): an input whose values are int64
+ * is warned about at init (every record would be poison); map's
+ * `{ key: auto }` renders the key by the input's key serde; select_key's
+ * `format: auto` writes the new key in the serde its children take (int64:
+ * 8 bytes big-endian; json: the JSON text as written; else the text).
  */
 #include <kstreams/kstreams.h>
 
@@ -36,6 +43,9 @@
 
 static const ks_host_api *host;
 
+/* select_key's way of writing the new key */
+typedef enum key_format { KEY_TEXT, KEY_JSON, KEY_INT64 } key_format;
+
 typedef struct ops_state {
     const char *who; /* "ops.filter", ... for messages */
     ks_pred *where;  /* filter */
@@ -45,6 +55,7 @@ typedef struct ops_state {
     const char *path; /* select_key, flat_map: a pointer */
     size_t path_len;
     ks_on_missing missing;
+    key_format format;  /* select_key */
     ks_scratch scratch; /* decoded strings */
     ks_scratch out;     /* built values and keys */
 } ops_state;
@@ -63,13 +74,28 @@ static void ops_close(ks_ctx *ctx, void *state)
     free(st);
 }
 
+/* The serdes of the node's input (UNKNOWN on an engine before 1.6). */
+static void input_serde(ks_ctx *ctx, ks_serde_kind *key, ks_serde_kind *value)
+{
+    *key = *value = KS_SERDE_KIND_UNKNOWN;
+    if (KS_API_HAS(host, input_serde))
+        host->input_serde(ctx, key, value);
+}
+
 static ops_state *new_state(ks_ctx *ctx, const char *who)
 {
     ops_state *st = calloc(1, sizeof *st);
-    if (!st)
+    if (!st) {
         host->log(ctx, KS_LOG_ERROR, "%s: out of memory", who);
-    else
-        st->who = who;
+        return NULL;
+    }
+    st->who = who;
+    ks_serde_kind k, v;
+    input_serde(ctx, &k, &v);
+    if (v == KS_SERDE_KIND_INT64)
+        host->log(ctx, KS_LOG_WARN, "%s: node '%s' reads JSON values, but its input's values "
+                  "are int64 (8 bytes): every record will be poison", who,
+                  host->node_name(ctx));
     return st;
 }
 
@@ -234,6 +260,11 @@ static ks_verdict map_init(ks_ctx *ctx, void **state)
     ks_cfg_err e;
     if (ks_map_compile(fields, &st->map, &e) != 0)
         return bad_config(ctx, st, "fields", &e);
+    ks_serde_kind k, v;
+    input_serde(ctx, &k, &v);
+    ks_map_key_serde(st->map, k == KS_SERDE_KIND_INT64  ? KS_MAP_KEY_INT64
+                              : k == KS_SERDE_KIND_JSON ? KS_MAP_KEY_JSON
+                                                        : KS_MAP_KEY_STRING);
     *state = st;
     return KS_OK;
 }
@@ -285,7 +316,35 @@ static ks_verdict path_init(ks_ctx *ctx, void **state, const char *who)
 
 static ks_verdict select_key_init(ks_ctx *ctx, void **state)
 {
-    return path_init(ctx, state, "ops.select_key");
+    ks_verdict v = path_init(ctx, state, "ops.select_key");
+    if (v != KS_OK)
+        return v;
+    ops_state *st = *state;
+    const char *format = config(ctx, st, "format");
+    ks_serde_kind k = KS_SERDE_KIND_UNKNOWN;
+    if (format && strcmp(format, "auto") == 0) {
+        if (KS_API_HAS(host, child_serde))
+            host->child_serde(ctx, NULL, &k, NULL);
+        st->format = k == KS_SERDE_KIND_INT64 ? KEY_INT64
+                     : k == KS_SERDE_KIND_JSON ? KEY_JSON
+                                               : KEY_TEXT;
+    } else if (format && strcmp(format, "text") == 0) {
+        st->format = KEY_TEXT;
+    } else if (format && strcmp(format, "json") == 0) {
+        st->format = KEY_JSON;
+    } else if (format && strcmp(format, "int64") == 0) {
+        st->format = KEY_INT64;
+    } else {
+        ks_cfg_err e;
+        *state = NULL;
+        if (!format) {
+            ops_close(ctx, st);
+            return KS_FATAL;
+        }
+        ks_ops_key_format(format, &e);
+        return bad_config(ctx, st, "format", &e);
+    }
+    return KS_OK;
 }
 
 static ks_verdict flat_map_init(ks_ctx *ctx, void **state)
@@ -303,7 +362,24 @@ static ks_verdict select_key_process(ks_ctx *ctx, void *state, const ks_record *
     if (!have || ks_json_at(&doc, st->path, st->path_len, &v) != KS_JSON_FOUND)
         return missing(ctx, st, rec, "no field at");
     ks_record out = *rec;
-    if (v.type == KS_JSON_STRING) { /* the text, not its JSON quoting */
+    if (st->format == KEY_INT64) { /* 8 bytes big-endian, as the int64 serde */
+        int64_t n;
+        if (v.type != KS_JSON_NUMBER || ks_json_int64(&v, &n) != 0) {
+            host->log(ctx, KS_LOG_WARN, "%s: poison record %s[%d]@%lld: the value at '%s' is "
+                      "not an integer within int64, and the key is int64", st->who,
+                      rec->topic ? rec->topic : "-", (int)rec->partition,
+                      (long long)rec->offset, st->path);
+            return KS_SKIP;
+        }
+        if (ks_scratch_reserve(&st->out, 8) != 0)
+            return KS_RETRY;
+        ks_int64_encode(n, (unsigned char *)st->out.data);
+        out.key = st->out.data;
+        out.key_len = 8;
+    } else if (st->format == KEY_JSON) { /* the JSON as written */
+        out.key = v.data;
+        out.key_len = v.len;
+    } else if (v.type == KS_JSON_STRING) { /* the text, not its JSON quoting */
         size_t n;
         if (ks_json_string(&v, NULL, 0, &n) != 0 || ks_scratch_reserve(&st->out, n + 1) != 0)
             return KS_RETRY;
@@ -360,6 +436,12 @@ static const ks_config_field path_config[] = {
     {"path", KS_CONFIG_STRING, 1, NULL, "JSON pointer into the value (\"\" = the value)"},
     {"on_missing", KS_CONFIG_STRING, 0, "drop", "drop, poison or fail"},
 };
+static const ks_config_field select_key_config[] = {
+    {"path", KS_CONFIG_STRING, 1, NULL, "JSON pointer into the value (\"\" = the value)"},
+    {"on_missing", KS_CONFIG_STRING, 0, "drop", "drop, poison or fail"},
+    {"format", KS_CONFIG_STRING, 0, "auto",
+     "the new key: auto (in the key serde of the children), text, json or int64"},
+};
 
 #define OPS_TYPE(n, desc, fl, cfg, i, p)                                               \
     {                                                                                   \
@@ -379,7 +461,7 @@ static const ks_processor_type map_type =
              map_config, map_init, map_process);
 static const ks_processor_type select_key_type =
     OPS_TYPE("select_key", "re-keys records by a field of their JSON value",
-             KS_PROC_CHANGES_KEY, path_config, select_key_init, select_key_process);
+             KS_PROC_CHANGES_KEY, select_key_config, select_key_init, select_key_process);
 static const ks_processor_type flat_map_type =
     OPS_TYPE("flat_map", "one record per element of a JSON array in the value", 0,
              path_config, flat_map_init, flat_map_process);

@@ -43,6 +43,11 @@
  *  1.5  ks_host_api.input_name: which of a node's inputs (`from:`) the
  *       record in process() came from (the stream-stream join tells its
  *       two sides apart by it); plugins of 1.0-1.4 load as before.
+ *  1.6  ks_host_api.input_serde and child_serde, the type ks_serde_kind:
+ *       the serdes (json, string, int64, bytes) of the records a node
+ *       reads and of those each child takes, so that a plugin need not ask
+ *       the user whether 8 bytes are an int64 or text; plugins of 1.0-1.5
+ *       load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -55,7 +60,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 5
+#define KS_ABI_MINOR 6
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -380,6 +385,20 @@ typedef struct ks_json_iter {
 typedef struct ks_json_writer ks_json_writer;
 
 /* ------------------------------------------------------------------ */
+/* Serdes (ABI 1.6)                                                    */
+/* ------------------------------------------------------------------ */
+
+/* The serde of a key or a value, as the YAML names it (`key: string`,
+ * `value: json`); see ks_record for the bytes of each. */
+typedef enum ks_serde_kind {
+    KS_SERDE_KIND_UNKNOWN = 0, /* the host cannot tell (see input_serde) */
+    KS_SERDE_KIND_BYTES = 1,
+    KS_SERDE_KIND_STRING = 2,
+    KS_SERDE_KIND_JSON = 3,
+    KS_SERDE_KIND_INT64 = 4
+} ks_serde_kind;
+
+/* ------------------------------------------------------------------ */
 /* The host API table                                                  */
 /* ------------------------------------------------------------------ */
 
@@ -583,6 +602,31 @@ struct ks_host_api {
      * ctx (nothing to free, no error code). Check KS_API_HAS(api,
      * input_name) before use. */
     const char *(*input_name)(ks_ctx *ctx);
+
+    /* --- 1.6 ----------------------------------------------------------- */
+
+    /* The serdes of the records this node reads, into *key and *value
+     * (either may be NULL). Read from the YAML: an input that is a source
+     * or a table has the serdes it declares; an input that is a node
+     * passes on what that node reads, except that after a node that
+     * keeps state (a store: count, aggregate, reduce, joins make values
+     * of their own) the value is KS_SERDE_KIND_UNKNOWN, and after a node
+     * that changes keys (KS_PROC_CHANGES_KEY) the key is. Through a
+     * repartition topic: what its writers read. Inputs that disagree give
+     * KS_SERDE_KIND_UNKNOWN for that part. Any phase; the answer does not
+     * change while the ctx lives, so ask in init(). 0, or KS_ERR_INVALID
+     * for a bad ctx. Check KS_API_HAS(api, input_serde) before use. */
+    int (*input_serde)(ks_ctx *ctx, ks_serde_kind *key, ks_serde_kind *value);
+    /* The serdes a child takes: the one named `child` (as for forward_to;
+     * a node behind a repartition topic by its own name), or all children
+     * when `child` is NULL (parts they disagree on are UNKNOWN). A sink
+     * takes the serdes it declares; a node what the sinks and nodes after
+     * it take, by the rules of input_serde read the other way (a node
+     * with a store: value UNKNOWN; one that changes keys: key UNKNOWN; no
+     * children: both UNKNOWN). Any phase. 0, KS_ERR_NOT_FOUND (no such
+     * child), KS_ERR_INVALID (bad ctx). */
+    int (*child_serde)(ks_ctx *ctx, const char *child, ks_serde_kind *key,
+                       ks_serde_kind *value);
 };
 
 /* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */

@@ -597,8 +597,9 @@ static void test_config_errors(void)
                       &log);
     CU_ASSERT_PTR_NULL(drv);
     CU_ASSERT_STRING_EQUAL(log, "ops.yaml:12:9: node 'm' (ops.map) config 'fields' at /b: key: "
-                                "is string (the key as a JSON string) or json (the key is JSON "
-                                "text)");
+                                "is string (the key as a JSON string), json (the key is JSON "
+                                "text), int64 (8 bytes big-endian, as a number) or auto (by "
+                                "the key's serde)");
     ks_driver_close(drv);
 
     /* a list or mapping only goes to a string key of any plugin's schema */
