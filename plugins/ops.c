@@ -32,6 +32,7 @@
  */
 #include <kstreams/kstreams.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,28 @@ static const char *config(ks_ctx *ctx, ops_state *st, const char *key)
 
 /* ---- record checks -------------------------------------------------------- */
 
+/* The value an ops node is forwarding right now, which it checked or
+ * built itself and so knows to be JSON: an ops child handed the same bytes
+ * need not check them again (a pipeline filter -> map -> branch checks
+ * each value once). Set only around a forward call and restored after it,
+ * so it never outlives the call; one per thread, as the children run on
+ * the forwarding thread. */
+static __thread const void *known_json;
+static __thread size_t known_len;
+
+/* forward (child NULL) or forward_to, with rec's value marked as JSON */
+static int fwd(ks_ctx *ctx, const char *child, const ks_record *rec)
+{
+    const void *saved = known_json;
+    size_t saved_len = known_len;
+    known_json = rec->value;
+    known_len = rec->value_len;
+    int rc = child ? host->forward_to(ctx, child, rec) : host->forward(ctx, rec);
+    known_json = saved;
+    known_len = saved_len;
+    return rc;
+}
+
 /* The record's value as JSON in *doc: 1; 0 for a tombstone; -1 when it is
  * not JSON (logged with the reason: the caller returns KS_SKIP). */
 static int value_json(ks_ctx *ctx, const ops_state *st, const ks_record *rec, ks_json_span *doc)
@@ -127,12 +150,20 @@ static int value_json(ks_ctx *ctx, const ops_state *st, const ks_record *rec, ks
     if (!rec->value)
         return 0;
     ks_json_error e;
+    if (rec->value == known_json && rec->value_len == known_len &&
+        ks_json_root(rec->value, rec->value_len, doc) == 0)
+        return 1;
     if (ks_json_check(rec->value, rec->value_len, &e) == 0 &&
         ks_json_root(rec->value, rec->value_len, doc) == 0)
         return 1;
     host->log(ctx, KS_LOG_WARN, "%s: poison record %s[%d]@%lld: value is not JSON: %s",
               st->who, rec->topic ? rec->topic : "-", (int)rec->partition,
               (long long)rec->offset, e.text);
+    if (KS_API_HAS(host, skip_reason)) { /* for the engine's log and the dead letter */
+        char why[160];
+        snprintf(why, sizeof why, "%s: value is not JSON: %s", st->who, e.text);
+        host->skip_reason(ctx, why);
+    }
     host->metric_add(ctx, "invalid_json", 1);
     return -1;
 }
@@ -188,11 +219,11 @@ static ks_verdict filter_process(ks_ctx *ctx, void *state, const ks_record *rec)
     if (have < 0)
         return KS_SKIP;
     if (have == 0)
-        return forwarded(host->forward(ctx, rec));
+        return forwarded(fwd(ctx, NULL, rec));
     int keep = ks_pred_eval(st->where, &doc, &st->scratch);
     if (keep < 0)
         return KS_RETRY;
-    return keep ? forwarded(host->forward(ctx, rec)) : KS_OK;
+    return keep ? forwarded(fwd(ctx, NULL, rec)) : KS_OK;
 }
 
 /* ---- branch --------------------------------------------------------------- */
@@ -217,7 +248,7 @@ static ks_verdict branch_init(ks_ctx *ctx, void **state)
 static ks_verdict route_to(ks_ctx *ctx, const ops_state *st, const char *child,
                            const ks_record *rec)
 {
-    int rc = host->forward_to(ctx, child, rec);
+    int rc = fwd(ctx, child, rec);
     if (rc == KS_ERR_NOT_FOUND) {
         host->log(ctx, KS_LOG_ERROR, "%s: node '%s' has no child '%s': give a node or sink "
                   "`from: %s` and `name: %s`", st->who, host->node_name(ctx), child,
@@ -277,7 +308,7 @@ static ks_verdict map_process(ks_ctx *ctx, void *state, const ks_record *rec)
     if (have < 0)
         return KS_SKIP;
     if (have == 0)
-        return forwarded(host->forward(ctx, rec));
+        return forwarded(fwd(ctx, NULL, rec));
     const char *why = NULL;
     int rc = ks_map_build(st->map, &doc, rec->key, rec->key_len, &st->out, &why);
     if (rc < 0)
@@ -291,7 +322,7 @@ static ks_verdict map_process(ks_ctx *ctx, void *state, const ks_record *rec)
     ks_record out = *rec;
     out.value = st->out.data;
     out.value_len = st->out.len;
-    return forwarded(host->forward(ctx, &out));
+    return forwarded(fwd(ctx, NULL, &out));
 }
 
 /* ---- select_key and flat_map: a path and on_missing ------------------------- */
@@ -390,7 +421,7 @@ static ks_verdict select_key_process(ks_ctx *ctx, void *state, const ks_record *
         out.key = v.data;
         out.key_len = v.len;
     }
-    return forwarded(host->forward(ctx, &out));
+    return forwarded(fwd(ctx, NULL, &out));
 }
 
 static ks_verdict flat_map_process(ks_ctx *ctx, void *state, const ks_record *rec)
@@ -402,7 +433,7 @@ static ks_verdict flat_map_process(ks_ctx *ctx, void *state, const ks_record *re
     if (have < 0)
         return KS_SKIP;
     if (have == 0)
-        return forwarded(host->forward(ctx, rec));
+        return forwarded(fwd(ctx, NULL, rec));
     int rc = ks_json_at(&doc, st->path, st->path_len, &v);
     if (rc != KS_JSON_FOUND)
         return missing(ctx, st, rec, "no array at");
@@ -412,7 +443,7 @@ static ks_verdict flat_map_process(ks_ctx *ctx, void *state, const ks_record *re
     while (ks_json_iter_next(&it, NULL, &e) == 1) {
         out.value = e.data;
         out.value_len = e.len;
-        if (host->forward(ctx, &out) != 0)
+        if (fwd(ctx, NULL, &out) != 0)
             return KS_RETRY;
     }
     return KS_OK;

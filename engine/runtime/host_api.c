@@ -383,6 +383,16 @@ static int api_child_serde(ks_ctx *ctx, const char *child, ks_serde_kind *key,
     return 0;
 }
 
+static int api_skip_reason(ks_ctx *ctx, const char *reason)
+{
+    if (!ctx_ok(ctx) || !reason)
+        return KS_ERR_INVALID;
+    if (ctx->phase != KS_PHASE_PROCESS)
+        return KS_ERR_STATE;
+    snprintf(ctx->task->skip_reason, sizeof ctx->task->skip_reason, "%s", reason);
+    return 0;
+}
+
 /* ---- outbox (1.2) --------------------------------------------------------- */
 
 static int user_ok(ks_bytes user)
@@ -468,6 +478,7 @@ static ks_host_api host_api = {
     .input_name = api_input_name,
     .input_serde = api_input_serde,
     .child_serde = api_child_serde,
+    .skip_reason = api_skip_reason,
 };
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;

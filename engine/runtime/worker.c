@@ -318,7 +318,8 @@ static int record_outcome(ks_worker *w, ks_task *task, const rd_kafka_message_t 
     case KS_OK:
         return 0;
     case KS_SKIP:
-        return ks_poison_apply(&w->poison, m, "a processor returned skip");
+        return ks_poison_apply_reason(&w->poison, m, "a processor returned skip",
+                                      task->skip_reason[0] ? task->skip_reason : NULL);
     case KS_RETRY: {
         char why[600];
         snprintf(why, sizeof why, "a processor asked to retry at %s/%d/%lld", topic, part,

@@ -46,8 +46,9 @@
  *  1.6  ks_host_api.input_serde and child_serde, the type ks_serde_kind:
  *       the serdes (json, string, int64, bytes) of the records a node
  *       reads and of those each child takes, so that a plugin need not ask
- *       the user whether 8 bytes are an int64 or text; plugins of 1.0-1.5
- *       load as before.
+ *       the user whether 8 bytes are an int64 or text; and
+ *       ks_host_api.skip_reason: why a record is poison, for the log
+ *       and the dead letter. Plugins of 1.0-1.5 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -627,6 +628,13 @@ struct ks_host_api {
      * child), KS_ERR_INVALID (bad ctx). */
     int (*child_serde)(ks_ctx *ctx, const char *child, ks_serde_kind *key,
                        ks_serde_kind *value);
+    /* Say why the record process() is handling is poison, before
+     * returning KS_SKIP: the engine puts `reason` (copied; its first 255
+     * bytes) into its log line, after the record's topic/partition/offset,
+     * and into the dead letter's header ks.error.reason. The last call for
+     * a record counts. Only from process(): KS_ERR_STATE otherwise;
+     * KS_ERR_INVALID for a bad ctx or a NULL reason. */
+    int (*skip_reason)(ks_ctx *ctx, const char *reason);
 };
 
 /* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */
