@@ -2,7 +2,7 @@
 # bench/run.sh - the kstreams benchmark: kstreams vs Kafka Streams 4.1.1 vs a
 # plain librdkafka loop (the ceiling), on one local broker, in one command.
 #
-#   bench/run.sh [--quick] [--only "stateless count window restore swap"]
+#   bench/run.sh [--quick] [--only "stateless stateless-yaml count window restore swap"]
 #                [--no-java] [--keep-broker] [--chart FILE]
 #
 # Prints one table (also written to $BENCH_BUILD/bench-out/table.md) and
@@ -25,6 +25,9 @@
 #      bench/measure reads the outputs read_committed: latency = arrival -
 #      send time of the input the output came from: p50, p99;
 #   4. SIGTERM.
+# stateless runs the C plugin examples/orders (orders.route); stateless-yaml
+# the same work in YAML only with the shipped ops plugin (ops.filter drops
+# test orders, ops.map reshapes, ops.branch routes refunds and purchases).
 # Restore: a second kstreams (and Kafka Streams) process of the count
 # exactly-once application with an empty state directory replays the
 # changelog the first one wrote; the rate comes from their restore logs.
@@ -54,7 +57,7 @@ WINDOW_SIZE_MS=60000
 WINDOW_GRACE_MS=10000
 WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
 CHART=$ROOT/docs/performance.png
-ONLY="stateless count window restore swap"
+ONLY="stateless stateless-yaml count window restore swap"
 JAVA=1
 KEEP_BROKER=0
 
@@ -162,6 +165,28 @@ sinks:
   - { name: refunds, from: route, topic: $out-refunds, key: string, value: json }
 EOF
 		;;
+	stateless-yaml)
+		cat >>"$file" <<EOF
+sources:
+  orders: { topic: $in, key: string, value: json }
+nodes:
+  - name: keep
+    type: ops.filter
+    from: orders
+    config: { where: { all: [ { not: { path: /kind, eq: test } }, { path: /id, is: number } ] } }
+  - name: slim
+    type: ops.map
+    from: keep
+    config: { fields: { id: /id, user: /user, amount: /amount, kind: /kind } }
+  - name: route
+    type: ops.branch
+    from: slim
+    config: { routes: [ { to: refunds, where: { path: /kind, eq: refund } } ], default: purchases }
+sinks:
+  - { name: purchases, from: route, topic: $out-purchases, key: string, value: json }
+  - { name: refunds, from: route, topic: $out-refunds, key: string, value: json }
+EOF
+		;;
 	count | window)
 		cat >>"$file" <<EOF
 stores:
@@ -186,7 +211,7 @@ EOF
 }
 
 out_topics() { # scenario base
-	if [[ $1 == stateless ]]; then echo "$2-purchases,$2-refunds"; else echo "$2"; fi
+	if [[ $1 == stateless* ]]; then echo "$2-purchases,$2-refunds"; else echo "$2"; fi
 }
 
 # ---- one run ------------------------------------------------------------------
@@ -212,7 +237,7 @@ run_one() {
 	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
 	local guarantee=exactly-once fmt=bytes spread=0
 	[[ $g == alo ]] && guarantee=at-least-once
-	[[ $scenario == stateless ]] && fmt=orders
+	[[ $scenario == stateless* ]] && fmt=orders
 	[[ $scenario == window ]] && spread=$WINDOW_SPREAD_MS
 	mkdir -p "$dir"
 	local outs t
@@ -437,6 +462,10 @@ if want stateless; then
 	run_one stateless eos kstreams
 	run_one stateless alo kstreams
 fi
+if want stateless-yaml; then
+	run_one stateless-yaml eos kstreams
+	run_one stateless-yaml alo kstreams
+fi
 if want count; then
 	for g in eos alo; do
 		run_one count "$g" kstreams
@@ -444,7 +473,7 @@ if want count; then
 	done
 fi
 # the ceiling, on the count input (the same record sizes as every scenario)
-if want stateless || want count || want window; then
+if want stateless || want stateless-yaml || want count || want window; then
 	run_one count eos ceiling
 	run_one count alo ceiling
 fi
