@@ -57,6 +57,7 @@ typedef struct ops_state {
     size_t path_len;
     ks_on_missing missing;
     key_format format;  /* select_key */
+    int checked;        /* the engine checked every input value (input_checked) */
     ks_scratch scratch; /* decoded strings */
     ks_scratch out;     /* built values and keys */
 } ops_state;
@@ -91,6 +92,7 @@ static ops_state *new_state(ks_ctx *ctx, const char *who)
         return NULL;
     }
     st->who = who;
+    st->checked = KS_API_HAS(host, input_checked) && host->input_checked(ctx) == 1;
     ks_serde_kind k, v;
     input_serde(ctx, &k, &v);
     if (v == KS_SERDE_KIND_INT64)
@@ -150,7 +152,7 @@ static int value_json(ks_ctx *ctx, const ops_state *st, const ks_record *rec, ks
     if (!rec->value)
         return 0;
     ks_json_error e;
-    if (rec->value == known_json && rec->value_len == known_len &&
+    if ((st->checked || (rec->value == known_json && rec->value_len == known_len)) &&
         ks_json_root(rec->value, rec->value_len, doc) == 0)
         return 1;
     if (ks_json_check(rec->value, rec->value_len, &e) == 0 &&

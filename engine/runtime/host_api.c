@@ -383,6 +383,13 @@ static int api_child_serde(ks_ctx *ctx, const char *child, ks_serde_kind *key,
     return 0;
 }
 
+static int api_input_checked(ks_ctx *ctx)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    return ks_node_input_checked(ctx->task->topo, ctx->node->index);
+}
+
 static int api_skip_reason(ks_ctx *ctx, const char *reason)
 {
     if (!ctx_ok(ctx) || !reason)
@@ -479,6 +486,7 @@ static ks_host_api host_api = {
     .input_serde = api_input_serde,
     .child_serde = api_child_serde,
     .skip_reason = api_skip_reason,
+    .input_checked = api_input_checked,
 };
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;

@@ -159,6 +159,21 @@ void ks_node_input_serde(const ks_topology *t, int node, ks_serde_kind *key,
         *value = (ks_serde_kind)v;
 }
 
+int ks_node_input_checked(const ks_topology *t, int node)
+{
+    int any = 0;
+    for (size_t j = 0; j < t->node_count; j++) {
+        const ks_topo_node *n = &t->nodes[j];
+        if (!is_child(n, node))
+            continue;
+        if (n->kind != KS_NODE_SOURCE || n->source->internal ||
+            n->source->value_serde != KS_SERDE_JSON)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 void ks_node_child_serde(const ks_topology *t, int child, ks_serde_kind *key,
                          ks_serde_kind *value)
 {

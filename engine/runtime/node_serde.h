@@ -14,6 +14,10 @@
 void ks_node_input_serde(const ks_topology *t, int node, ks_serde_kind *key,
                          ks_serde_kind *value);
 
+/* 1 when every input of node `node` is a source or table of the YAML
+ * (not a repartition topic) with value serde json, else 0. */
+int ks_node_input_checked(const ks_topology *t, int node);
+
 /* What node `child` takes (a sink: its serdes; a node: what follows it). */
 void ks_node_child_serde(const ks_topology *t, int child, ks_serde_kind *key,
                          ks_serde_kind *value);

@@ -48,7 +48,9 @@
  *       reads and of those each child takes, so that a plugin need not ask
  *       the user whether 8 bytes are an int64 or text; and
  *       ks_host_api.skip_reason: why a record is poison, for the log
- *       and the dead letter. Plugins of 1.0-1.5 load as before.
+ *       and the dead letter; ks_host_api.input_checked: whether the
+ *       engine has checked the values' bytes against a json serde before
+ *       process(). Plugins of 1.0-1.5 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -635,6 +637,13 @@ struct ks_host_api {
      * a record counts. Only from process(): KS_ERR_STATE otherwise;
      * KS_ERR_INVALID for a bad ctx or a NULL reason. */
     int (*skip_reason)(ks_ctx *ctx, const char *reason);
+    /* 1 when every input of this node is a source or a table with
+     * `value: json`: the engine has checked each value (tombstones aside)
+     * to be one valid JSON text before process() sees it, so the plugin
+     * need not check again. 0 otherwise (an input that is a node or a
+     * repartition topic, or another serde), KS_ERR_INVALID for a bad ctx.
+     * Any phase. */
+    int (*input_checked)(ks_ctx *ctx);
 };
 
 /* Bytes of an outbox event id buffer: 32 hex digits and a NUL. */

@@ -6,6 +6,7 @@
  *   "probe NODE children KEY/VALUE"           (child_serde with NULL)
  *   "probe NODE child NAME KEY/VALUE"         for each name in `children`
  *   "probe NODE child NAME not found"
+ *   "probe NODE checked N"                    (input_checked)
  * and forward every record unchanged.
  */
 #include <kstreams/kstreams.h>
@@ -36,6 +37,7 @@ static ks_verdict probe_init(ks_ctx *ctx, void **state)
     ks_serde_kind k, v;
     if (host->input_serde(ctx, &k, &v) == 0)
         host->log(ctx, KS_LOG_INFO, "probe %s input %s/%s", node, name_of(k), name_of(v));
+    host->log(ctx, KS_LOG_INFO, "probe %s checked %d", node, host->input_checked(ctx));
     if (host->child_serde(ctx, NULL, &k, &v) == 0)
         host->log(ctx, KS_LOG_INFO, "probe %s children %s/%s", node, name_of(k), name_of(v));
     const char *list = "";
@@ -104,7 +106,7 @@ static const ks_plugin_descriptor descriptor = {
 
 KS_EXPORT const ks_plugin_descriptor *ks_plugin_entry(const ks_host_api *api)
 {
-    if (!KS_API_HAS(api, child_serde))
+    if (!KS_API_HAS(api, input_checked))
         return NULL;
     host = api;
     return &descriptor;

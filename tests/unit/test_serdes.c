@@ -1,6 +1,6 @@
 /*
  * test_serdes.c - the host's input_serde and child_serde (kstreams.h ABI
- * 1.6) through the test driver: the test plugin serdes.probe logs what it
+ * 1.6), and input_checked, through the test driver: the test plugin serdes.probe logs what it
  * is told, across sinks, nodes, a node with a store and a repartition
  * topic; and the ops plugin uses it (select_key's `format: auto`, map's
  * `{ key: auto }`).
@@ -83,6 +83,9 @@ static void test_declared(void)
     expect(log, "probe a child nope not found");
     expect(log, "probe a children unknown/unknown"); /* they disagree */
     expect(log, "probe b input int64/json");
+    /* the engine checked the JSON of a's input (a source), not of b's */
+    expect(log, "probe a checked 1");
+    expect(log, "probe b checked 0");
     expect(log, "probe b children int64/bytes");
 }
 
@@ -112,6 +115,8 @@ static void test_through_nodes(void)
     expect(log, "probe after children string/int64");
     /* through a repartition topic of a node that keeps keys */
     expect(log, "probe behind input string/json");
+    expect(log, "probe rk checked 1");
+    expect(log, "probe behind checked 0"); /* a repartition topic: bytes */
     expect(log, "probe pass children string/json");
 }
 
