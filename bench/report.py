@@ -18,6 +18,7 @@ import sys
 
 SCENARIOS = [
     ("stateless", "stateless filter/map (orders route)"),
+    ("stateless-yaml", "stateless filter/map/branch in YAML (ops)"),
     ("count", "count by key (%s keys)"),
     ("window", "windowed count (tumbling 60 s)"),
 ]
@@ -267,7 +268,13 @@ def targets(rows, meta):
     if ok(k) and ok(c):
         x = rate(k) / rate(c)
         add("count EOS throughput vs ceiling", "≥ 60%", f"{100 * x:.0f}%", x >= 0.6)
-    for sc in ("stateless", "count", "window"):
+    for g, gname in GUARANTEES:
+        c, y = rows.get(("stateless", g, "kstreams")), rows.get(("stateless-yaml", g, "kstreams"))
+        if ok(c) and ok(y):
+            x = per_cpu(y) / per_cpu(c)
+            add(f"stateless {gname}: YAML (ops) vs C plugin, records per CPU-second",
+                "≥ 0.90×", f"{x:.2f}×", x >= 0.9)
+    for sc in ("stateless", "stateless-yaml", "count", "window"):
         e, a = rows.get((sc, "eos", "kstreams")), rows.get((sc, "alo", "kstreams"))
         if ok(e) and ok(a):
             cost = 1 - rate(e) / rate(a)

@@ -2,7 +2,7 @@
 # bench/run.sh - the kstreams benchmark: kstreams vs Kafka Streams 4.1.1 vs a
 # plain librdkafka loop (the ceiling), on one local broker, in one command.
 #
-#   bench/run.sh [--quick] [--only "stateless count window restore swap"]
+#   bench/run.sh [--quick] [--only "stateless stateless-yaml count window restore swap"]
 #                [--no-java] [--keep-broker] [--chart FILE]
 #   BENCH_SCENARIOS="rekey join sjoin fk" bench/run.sh   (the same as --only)
 #
@@ -30,6 +30,9 @@
 #      bench/measure reads the outputs read_committed: latency = arrival -
 #      send time of the input the output came from: p50, p99;
 #   4. SIGTERM.
+# stateless runs the C plugin examples/orders (orders.route); stateless-yaml
+# the same work in YAML only with the shipped ops plugin (ops.filter drops
+# test orders, ops.map reshapes, ops.branch routes refunds and purchases).
 # Restore: a second kstreams (and Kafka Streams) process of the count
 # exactly-once application with an empty state directory replays the
 # changelog the first one wrote; the rate comes from their restore logs.
@@ -92,7 +95,7 @@ WINDOW_SIZE_MS=60000
 WINDOW_GRACE_MS=10000
 WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
 CHART=$ROOT/docs/performance.png
-ONLY=${BENCH_SCENARIOS:-"stateless count window restore swap"}
+ONLY=${BENCH_SCENARIOS:-"stateless stateless-yaml count window restore swap"}
 TABLE_KEYS=${BENCH_TABLE_KEYS:-100000}
 JOIN_WINDOW_S=${BENCH_JOIN_WINDOW_S:-300}
 JOIN_GRACE_S=${BENCH_JOIN_GRACE_S:-60}
@@ -203,6 +206,28 @@ sinks:
   - { name: refunds, from: route, topic: $out-refunds, key: string, value: json }
 EOF
 		;;
+	stateless-yaml)
+		cat >>"$file" <<EOF
+sources:
+  orders: { topic: $in, key: string, value: json }
+nodes:
+  - name: keep
+    type: ops.filter
+    from: orders
+    config: { where: { all: [ { not: { path: /kind, eq: test } }, { path: /id, is: number } ] } }
+  - name: slim
+    type: ops.map
+    from: keep
+    config: { fields: { id: /id, user: /user, amount: /amount, kind: /kind } }
+  - name: route
+    type: ops.branch
+    from: slim
+    config: { routes: [ { to: refunds, where: { path: /kind, eq: refund } } ], default: purchases }
+sinks:
+  - { name: purchases, from: route, topic: $out-purchases, key: string, value: json }
+  - { name: refunds, from: route, topic: $out-refunds, key: string, value: json }
+EOF
+		;;
 	count | window)
 		cat >>"$file" <<EOF
 stores:
@@ -295,7 +320,7 @@ EOF
 }
 
 out_topics() { # scenario base
-	if [[ $1 == stateless ]]; then echo "$2-purchases,$2-refunds"; else echo "$2"; fi
+	if [[ $1 == stateless* ]]; then echo "$2-purchases,$2-refunds"; else echo "$2"; fi
 }
 
 # ---- one run ------------------------------------------------------------------
@@ -321,7 +346,7 @@ run_one() {
 	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
 	local guarantee=exactly-once fmt=bytes spread=0
 	[[ $g == alo ]] && guarantee=at-least-once
-	[[ $scenario == stateless ]] && fmt=orders
+	[[ $scenario == stateless* ]] && fmt=orders
 	[[ $scenario == window ]] && spread=$WINDOW_SPREAD_MS
 	mkdir -p "$dir"
 	local outs t
@@ -625,6 +650,10 @@ if want stateless; then
 	run_one stateless eos kstreams
 	run_one stateless alo kstreams
 fi
+if want stateless-yaml; then
+	run_one stateless-yaml eos kstreams
+	run_one stateless-yaml alo kstreams
+fi
 if want count; then
 	for g in eos alo; do
 		run_one count "$g" kstreams
@@ -632,7 +661,7 @@ if want count; then
 	done
 fi
 # the ceiling, on the count input (the same record sizes as every scenario)
-if want stateless || want count || want window; then
+if want stateless || want stateless-yaml || want count || want window; then
 	run_one count eos ceiling
 	run_one count alo ceiling
 fi

@@ -132,9 +132,9 @@ ks_task_io ks_collector_task_io(ks_collector *c, struct ks_metrics *metrics)
 }
 
 int ks_collector_dead_letter(ks_collector *c, const char *dlq, const rd_kafka_message_t *m,
-                             const char *why)
+                             const char *why, const char *reason)
 {
-    rd_kafka_headers_t *h = rd_kafka_headers_new(4);
+    rd_kafka_headers_t *h = rd_kafka_headers_new(5);
     char off[32], part[16];
     snprintf(off, sizeof off, "%lld", (long long)m->offset);
     snprintf(part, sizeof part, "%d", (int)m->partition);
@@ -142,6 +142,8 @@ int ks_collector_dead_letter(ks_collector *c, const char *dlq, const rd_kafka_me
     rd_kafka_header_add(h, "ks.partition", -1, part, -1);
     rd_kafka_header_add(h, "ks.offset", -1, off, -1);
     rd_kafka_header_add(h, "ks.error", -1, why, -1);
+    if (reason)
+        rd_kafka_header_add(h, "ks.error.reason", -1, reason, -1);
     return produce(c, dlq, RD_KAFKA_PARTITION_UA, m->key, m->key_len, m->payload, m->len,
                 rd_kafka_message_timestamp(m, NULL), NULL, h);
 }

@@ -63,11 +63,12 @@ ks_task_io ks_collector_task_io(ks_collector *c, struct ks_metrics *metrics);
 
 /*
  * Write record m of `topic` to dead-letter topic `dlq` with headers
- * ks.topic, ks.partition, ks.offset and ks.error (`why`), in the open
- * batch. 0, or KS_ERR_IO (logged).
+ * ks.topic, ks.partition, ks.offset, ks.error (`why`) and, when `reason`
+ * is not NULL, ks.error.reason, in the open batch. 0, or KS_ERR_IO
+ * (logged).
  */
 int ks_collector_dead_letter(ks_collector *c, const char *dlq, const rd_kafka_message_t *m,
-                             const char *why);
+                             const char *why, const char *reason);
 
 /* The first delivery failure since the last clear ("topic [partition]:
  * error"), or NULL. The string lives in `c`. */

@@ -14,6 +14,7 @@
 
 #include "base/fault.h"
 #include "runtime/host_json.h"
+#include "runtime/node_serde.h"
 #include "base/log.h"
 #include "http/metrics.h"
 #include "outbox/outbox.h"
@@ -377,6 +378,61 @@ static const char *api_input_name(ks_ctx *ctx)
     return ctx_ok(ctx) && ctx->phase == KS_PHASE_PROCESS ? ctx->input : NULL;
 }
 
+/* ---- serdes (1.6) --------------------------------------------------------- */
+
+static int api_input_serde(ks_ctx *ctx, ks_serde_kind *key, ks_serde_kind *value)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    ks_node_input_serde(ctx->task->topo, ctx->node->index, key, value);
+    return 0;
+}
+
+static int api_child_serde(ks_ctx *ctx, const char *child, ks_serde_kind *key,
+                           ks_serde_kind *value)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    const ks_topo_node *n = ctx->node;
+    const ks_topology *t = ctx->task->topo;
+    int k = -1, v = -1; /* -1: no child seen yet */
+    for (size_t c = 0; c < n->child_count; c++) {
+        const ks_topo_node *cn = &t->nodes[n->children[c]];
+        /* a repartition sink stands in for the node it feeds, as in forward_to */
+        if (child && strcmp(cn->name, child) != 0 &&
+            !(cn->kind == KS_NODE_SINK && cn->sink->feeds && strcmp(cn->sink->feeds, child) == 0))
+            continue;
+        ks_serde_kind ck, cv;
+        ks_node_child_serde(t, cn->index, &ck, &cv);
+        k = k < 0 || k == (int)ck ? (int)ck : KS_SERDE_KIND_UNKNOWN;
+        v = v < 0 || v == (int)cv ? (int)cv : KS_SERDE_KIND_UNKNOWN;
+    }
+    if (k < 0 && child)
+        return KS_ERR_NOT_FOUND;
+    if (key)
+        *key = k < 0 ? KS_SERDE_KIND_UNKNOWN : (ks_serde_kind)k;
+    if (value)
+        *value = v < 0 ? KS_SERDE_KIND_UNKNOWN : (ks_serde_kind)v;
+    return 0;
+}
+
+static int api_input_checked(ks_ctx *ctx)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    return ks_node_input_checked(ctx->task->topo, ctx->node->index);
+}
+
+static int api_skip_reason(ks_ctx *ctx, const char *reason)
+{
+    if (!ctx_ok(ctx) || !reason)
+        return KS_ERR_INVALID;
+    if (ctx->phase != KS_PHASE_PROCESS)
+        return KS_ERR_STATE;
+    snprintf(ctx->task->skip_reason, sizeof ctx->task->skip_reason, "%s", reason);
+    return 0;
+}
+
 /* ---- outbox (1.2) --------------------------------------------------------- */
 
 static int user_ok(ks_bytes user)
@@ -461,6 +517,10 @@ static ks_host_api host_api = {
     .outbox_enqueue = api_outbox_enqueue,
     .input_name = api_input_name,
     .store_values = api_store_values,
+    .input_serde = api_input_serde,
+    .child_serde = api_child_serde,
+    .skip_reason = api_skip_reason,
+    .input_checked = api_input_checked,
 };
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;

@@ -20,21 +20,30 @@ void ks_poison_init(ks_poison *p, ks_engine *eng, const char *where, ks_collecto
 
 int ks_poison_apply(ks_poison *p, const rd_kafka_message_t *m, const char *why)
 {
+    return ks_poison_apply_reason(p, m, why, NULL);
+}
+
+int ks_poison_apply_reason(ks_poison *p, const rd_kafka_message_t *m, const char *why,
+                           const char *reason)
+{
+    const char *sep = reason ? ": " : "";
+    if (!reason)
+        reason = "";
     const ks_pipeline *pl = p->commit->a->p;
     const char *topic = rd_kafka_topic_name(m->rkt);
     p->records++;
     switch (pl->poison) {
     case KS_POISON_SKIP:
-        ks_warn(p->where, "skipping poison record %s/%d/%lld: %s", topic, (int)m->partition,
-                (long long)m->offset, why);
+        ks_warn(p->where, "skipping poison record %s/%d/%lld: %s%s%s", topic,
+                (int)m->partition, (long long)m->offset, why, sep, reason);
         return 0;
     case KS_POISON_DEAD_LETTER: {
         const char *dlq = pl->dead_letter_topic;
-        ks_warn(p->where, "poison record %s/%d/%lld to dead-letter topic %s: %s", topic,
-                (int)m->partition, (long long)m->offset, dlq, why);
+        ks_warn(p->where, "poison record %s/%d/%lld to dead-letter topic %s: %s%s%s", topic,
+                (int)m->partition, (long long)m->offset, dlq, why, sep, reason);
         /* in the batch's transaction: the dead letter and the offset commit
          * go together */
-        int rc = ks_collector_dead_letter(p->out, dlq, m, why);
+        int rc = ks_collector_dead_letter(p->out, dlq, m, why, *reason ? reason : NULL);
         if (rc != 0)
             ks_committer_abort(p->commit, "cannot write to the dead-letter topic");
         return rc;
@@ -43,9 +52,9 @@ int ks_poison_apply(ks_poison *p, const rd_kafka_message_t *m, const char *why)
         break;
     }
     ks_engine_fail(p->eng, p->where,
-                   "poison record at %s/%d/%lld: %s (set `poison: skip` or `poison: "
+                   "poison record at %s/%d/%lld: %s%s%s (set `poison: skip` or `poison: "
                    "dead-letter` to go on)",
-                   topic, (int)m->partition, (long long)m->offset, why);
+                   topic, (int)m->partition, (long long)m->offset, why, sep, reason);
     return KS_ERR_INVALID;
 }
 

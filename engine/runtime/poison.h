@@ -43,6 +43,12 @@ void ks_poison_init(ks_poison *p, ks_engine *eng, const char *where, ks_collecto
  * count as done). */
 int ks_poison_apply(ks_poison *p, const rd_kafka_message_t *m, const char *why);
 
+/* The same with the details of `why` (NULL: none), e.g. "expected ',' or
+ * '}' at byte 17" for a value that is not JSON: logged after `why` and
+ * written as the dead letter's header ks.error.reason. */
+int ks_poison_apply_reason(ks_poison *p, const rd_kafka_message_t *m, const char *why,
+                           const char *reason);
+
 /* Remember that `rec` produced an output a sink refused, for `why`.
  * 0, or KS_ERR_TOO_LARGE when KS_MAX_BAD_OUTPUTS are set aside already. */
 int ks_poison_set_aside(ks_poison *p, const ks_record *rec, const char *why);

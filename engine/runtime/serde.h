@@ -20,4 +20,10 @@
  */
 int ks_serde_check(ks_serde serde, const void *data, size_t len, const char **why);
 
+/* The same, and on -1 the details in `reason` (cap bytes, NUL-terminated;
+ * may be NULL): for json the validator's message and byte position,
+ * "expected ',' or '}' at byte 17"; for int64 "3 bytes". */
+int ks_serde_check_why(ks_serde serde, const void *data, size_t len, const char **why,
+                       char *reason, size_t cap);
+
 #endif /* KS_SERDE_H */

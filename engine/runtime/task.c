@@ -276,6 +276,7 @@ ks_verdict ks_task_process(ks_task *task, const ks_topo_node *source, const ks_r
     task->current = rec;
     task->outbox_calls = 0;
     task->sink_err = 0;
+    task->skip_reason[0] = '\0';
     task->verdict = ks_task_run_migrations(task);
     task->records_in++;
     int64_t *now = &task->sub_time[source->sub];

@@ -114,6 +114,7 @@ struct ks_task {
     const ks_record *current; /* the source record being processed */
     uint32_t outbox_calls;    /* outbox_enqueue calls for `current` so far */
     ks_verdict verdict;       /* worst verdict of the current record */
+    char skip_reason[256];    /* host skip_reason for the current record; "" none */
     /* what io.emit returned for the current record or punctuation:
      * KS_ERR_INVALID when the owner refused an output (it does not match
      * the sink's serde: a replay of the record cannot mend it), else the

@@ -326,7 +326,8 @@ static int record_outcome(ks_worker *w, ks_task *task, const rd_kafka_message_t 
     case KS_OK:
         return 0;
     case KS_SKIP:
-        return ks_poison_apply(&w->poison, m, "a processor returned skip");
+        return ks_poison_apply_reason(&w->poison, m, "a processor returned skip",
+                                      task->skip_reason[0] ? task->skip_reason : NULL);
     case KS_RETRY: {
         char why[600];
         snprintf(why, sizeof why, "a processor asked to retry at %s/%d/%lld", topic, part,
@@ -382,11 +383,19 @@ static void process_message(ks_worker *w, rd_kafka_message_t *m)
         return;
     const ks_cfg_source *s = &w->p->sources[src];
     const char *why = NULL;
+    char reason[160], detail[128];
     int rc;
-    if (ks_poison_is_set_aside(&w->poison, m, &why) ||
-        ks_serde_check(s->key_serde, m->key, m->key_len, &why) != 0 ||
-        ks_serde_check(s->value_serde, m->payload, m->len, &why) != 0)
+    if (ks_poison_is_set_aside(&w->poison, m, &why))
         rc = ks_poison_apply(&w->poison, m, why);
+    else if (ks_serde_check_why(s->key_serde, m->key, m->key_len, &why, detail,
+                                sizeof detail) != 0) {
+        /* ks.error keeps the serde's sentence; the part and the place go
+         * into the reason */
+        snprintf(reason, sizeof reason, "key: %s", detail);
+        rc = ks_poison_apply_reason(&w->poison, m, why, reason);
+    } else if (ks_serde_check_why(s->value_serde, m->payload, m->len, &why, detail,
+                                  sizeof detail) != 0)
+        rc = ks_poison_apply_reason(&w->poison, m, why, detail);
     else
         rc = run_record(w, w->a.tasks[part], src, m);
     if (rc != 0)

@@ -48,8 +48,15 @@
  *       as that node wrote them; a shipped count's: an int64); and
  *       KS_FN_KEY_MAPPER, ks_key_mapper_fn: a key computed from a record,
  *       for the lookup key of the shipped `join` against a global table
- *       and the foreign key of `join.fk`; plugins of 1.0-1.5 load as
- *       before.
+ *       and the foreign key of `join.fk`; and
+ *       ks_host_api.input_serde and child_serde, the type ks_serde_kind:
+ *       the serdes (json, string, int64, bytes) of the records a node
+ *       reads and of those each child takes, so that a plugin need not ask
+ *       the user whether 8 bytes are an int64 or text; and
+ *       ks_host_api.skip_reason: why a record is poison, for the log
+ *       and the dead letter; ks_host_api.input_checked: whether the
+ *       engine has checked the values' bytes against a json serde before
+ *       process(). Plugins of 1.0-1.5 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -398,6 +405,20 @@ typedef struct ks_json_iter {
 typedef struct ks_json_writer ks_json_writer;
 
 /* ------------------------------------------------------------------ */
+/* Serdes (ABI 1.6)                                                    */
+/* ------------------------------------------------------------------ */
+
+/* The serde of a key or a value, as the YAML names it (`key: string`,
+ * `value: json`); see ks_record for the bytes of each. */
+typedef enum ks_serde_kind {
+    KS_SERDE_KIND_UNKNOWN = 0, /* the host cannot tell (see input_serde) */
+    KS_SERDE_KIND_BYTES = 1,
+    KS_SERDE_KIND_STRING = 2,
+    KS_SERDE_KIND_JSON = 3,
+    KS_SERDE_KIND_INT64 = 4
+} ks_serde_kind;
+
+/* ------------------------------------------------------------------ */
 /* The host API table                                                  */
 /* ------------------------------------------------------------------ */
 
@@ -613,6 +634,43 @@ struct ks_host_api {
      * Check KS_API_HAS(api, store_values) before use (older hosts have
      * table stores only: KS_STORE_VALUES_TABLE). */
     int (*store_values)(ks_store *st);
+
+    /* The serdes of the records this node reads, into *key and *value
+     * (either may be NULL). Read from the YAML: an input that is a source
+     * or a table has the serdes it declares; an input that is a node
+     * passes on what that node reads, except that after a node that
+     * keeps state (a store: count, aggregate, reduce, joins make values
+     * of their own) the value is KS_SERDE_KIND_UNKNOWN, and after a node
+     * that changes keys (KS_PROC_CHANGES_KEY) the key is. Through a
+     * repartition topic: what its writers read. Inputs that disagree give
+     * KS_SERDE_KIND_UNKNOWN for that part. Any phase; the answer does not
+     * change while the ctx lives, so ask in init(). 0, or KS_ERR_INVALID
+     * for a bad ctx. Check KS_API_HAS(api, input_serde) before use. */
+    int (*input_serde)(ks_ctx *ctx, ks_serde_kind *key, ks_serde_kind *value);
+    /* The serdes a child takes: the one named `child` (as for forward_to;
+     * a node behind a repartition topic by its own name), or all children
+     * when `child` is NULL (parts they disagree on are UNKNOWN). A sink
+     * takes the serdes it declares; a node what the sinks and nodes after
+     * it take, by the rules of input_serde read the other way (a node
+     * with a store: value UNKNOWN; one that changes keys: key UNKNOWN; no
+     * children: both UNKNOWN). Any phase. 0, KS_ERR_NOT_FOUND (no such
+     * child), KS_ERR_INVALID (bad ctx). */
+    int (*child_serde)(ks_ctx *ctx, const char *child, ks_serde_kind *key,
+                       ks_serde_kind *value);
+    /* Say why the record process() is handling is poison, before
+     * returning KS_SKIP: the engine puts `reason` (copied; its first 255
+     * bytes) into its log line, after the record's topic/partition/offset,
+     * and into the dead letter's header ks.error.reason. The last call for
+     * a record counts. Only from process(): KS_ERR_STATE otherwise;
+     * KS_ERR_INVALID for a bad ctx or a NULL reason. */
+    int (*skip_reason)(ks_ctx *ctx, const char *reason);
+    /* 1 when every input of this node is a source or a table with
+     * `value: json`: the engine has checked each value (tombstones aside)
+     * to be one valid JSON text before process() sees it, so the plugin
+     * need not check again. 0 otherwise (an input that is a node or a
+     * repartition topic, or another serde), KS_ERR_INVALID for a bad ctx.
+     * Any phase. */
+    int (*input_checked)(ks_ctx *ctx);
 };
 
 /* ks_host_api.store_values: the layout of a store's values. */

@@ -1,17 +1,31 @@
 /*
- * json_valid.c - a non-allocating JSON validator with jansson 2.14's
- * verdicts (json_valid.h). One pass, iterative: the open containers are a
- * bit stack (object or array) of JSON_PARSER_MAX_DEPTH bits.
+ * json_valid.c - a non-allocating JSON validator (json_valid.h). One pass,
+ * iterative: the open containers are a bit stack (object or array) of
+ * KS_JSON_MAX_DEPTH bits. A refusal names what was wrong and the byte
+ * where it was found.
  */
 #include "json/json_valid.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
-/* jansson_config.h's JSON_PARSER_MAX_DEPTH: nested values, scalars counted */
-#define MAX_DEPTH 2048
+#define MAX_DEPTH KS_JSON_MAX_DEPTH
 
 typedef const unsigned char *cptr;
+
+/* Where a refusal was found: set once, by fail(). */
+typedef struct jfail {
+    const char *why;
+    cptr at;
+} jfail;
+
+static cptr fail(jfail *f, const char *why, cptr at)
+{
+    f->why = why;
+    f->at = at;
+    return NULL;
+}
 
 /* Inside a string, a byte that needs a look: a quote, a backslash, a
  * control character or the first byte of a UTF-8 sequence. */
@@ -51,189 +65,111 @@ static long hex4(cptr p, cptr end)
 }
 
 /* A string's body, p just after the opening quote: the end of the string
- * (past the closing quote), or NULL. */
-static cptr scan_string(cptr p, cptr end)
+ * (past the closing quote), or NULL (f says why). */
+static cptr scan_string(cptr p, cptr end, jfail *f)
 {
     for (;;) {
         while (p < end && !string_stop(*p))
             p++;
         if (p == end)
-            return NULL;
+            return fail(f, "unterminated string", p);
         unsigned c = *p;
         if (c == '"')
             return p + 1;
         if (c < 0x20)
-            return NULL;
+            return fail(f, "control character in a string (escape it)", p);
         if (c == '\\') {
+            cptr esc = p;
             if (++p == end)
-                return NULL;
+                return fail(f, "unterminated string", p);
             switch (*p++) {
             case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
                 continue;
             case 'u': {
                 long u = hex4(p, end);
-                if (u <= 0) /* bad hex, or \u0000 (no JSON_ALLOW_NUL) */
-                    return NULL;
+                if (u < 0)
+                    return fail(f, "\\u needs 4 hex digits", esc);
                 p += 4;
-                if (u >= 0xDC00 && u <= 0xDFFF) /* lone low surrogate */
-                    return NULL;
+                if (u >= 0xDC00 && u <= 0xDFFF)
+                    return fail(f, "lone low surrogate in a \\u escape", esc);
                 if (u >= 0xD800 && u <= 0xDBFF) { /* needs \u + low surrogate */
                     if (end - p < 2 || p[0] != '\\' || p[1] != 'u')
-                        return NULL;
+                        return fail(f, "high surrogate not followed by a \\u low surrogate",
+                                    esc);
                     long lo = hex4(p + 2, end);
                     if (lo < 0xDC00 || lo > 0xDFFF)
-                        return NULL;
+                        return fail(f, "high surrogate not followed by a \\u low surrogate",
+                                    esc);
                     p += 6;
                 }
                 continue;
             }
             default:
-                return NULL;
+                return fail(f, "invalid escape in a string", esc);
             }
         }
-        /* UTF-8: jansson's utf8_check_first + utf8_check_full */
+        /* UTF-8: no overlongs, no surrogates, nothing above U+10FFFF */
         size_t n = (size_t)(end - p);
+        int ok;
+        size_t w;
         if (c >= 0xC2 && c <= 0xDF) {
-            if (n < 2 || (p[1] & 0xC0) != 0x80)
-                return NULL;
-            p += 2;
+            w = 2;
+            ok = n >= 2 && (p[1] & 0xC0) == 0x80;
         } else if (c >= 0xE0 && c <= 0xEF) {
-            if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80)
-                return NULL;
-            if ((c == 0xE0 && p[1] < 0xA0) || /* overlong */
-                (c == 0xED && p[1] > 0x9F))   /* surrogate */
-                return NULL;
-            p += 3;
+            w = 3;
+            ok = n >= 3 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80 &&
+                 !(c == 0xE0 && p[1] < 0xA0) && /* overlong */
+                 !(c == 0xED && p[1] > 0x9F);   /* surrogate */
         } else if (c >= 0xF0 && c <= 0xF4) {
-            if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 ||
-                (p[3] & 0xC0) != 0x80)
-                return NULL;
-            if ((c == 0xF0 && p[1] < 0x90) || /* overlong */
-                (c == 0xF4 && p[1] > 0x8F))   /* > U+10FFFF */
-                return NULL;
-            p += 4;
+            w = 4;
+            ok = n >= 4 && (p[1] & 0xC0) == 0x80 && (p[2] & 0xC0) == 0x80 &&
+                 (p[3] & 0xC0) == 0x80 && !(c == 0xF0 && p[1] < 0x90) && /* overlong */
+                 !(c == 0xF4 && p[1] > 0x8F);                           /* > U+10FFFF */
         } else { /* continuation byte, C0, C1, F5..FF */
-            return NULL;
+            w = 1;
+            ok = 0;
         }
+        if (!ok)
+            return fail(f, "invalid UTF-8 in a string", p);
+        p += w;
     }
 }
 
-/* 2^1024 - 2^970: the halfway point between DBL_MAX and 2^1024; a decimal
- * at or above it rounds to infinity (ties go to the even 2^1024). */
-static const char overflow_at[] =
-    "1797693134862315807937289714053034150799341327100378269361737789804449682927647509466490179775"
-    "8720709633028641669288791094655554785194040263065748867150582068190890200070838367627385484581"
-    "7711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699"
-    "508093042880177904174497792";
-
-#define EXP_CAP 100000000LL /* beyond any double either way */
-
-/* Whether the real [int digits ip..ipe).[frac digits fp..fpe) x 10^exp
- * rounds to +-infinity (strtod's ERANGE with HUGE_VAL: jansson rejects
- * it; underflow to 0 it accepts). Exact: no strtod, no copy. */
-static int real_overflows(cptr ip, cptr ipe, cptr fp, cptr fpe, long long exp)
+/* A number at p (a '-' or a digit): its end, or NULL (f says why). Any
+ * size of integer, fraction and exponent is accepted (RFC 8259's grammar
+ * has no range); what a reader makes of it is the reader's business. */
+static cptr scan_number(cptr p, cptr end, jfail *f)
 {
-    cptr d = ip;
-    long long e10; /* value = 0.DIGITS x 10^e10, first digit nonzero */
-    while (d < ipe && *d == '0')
-        d++;
-    if (d < ipe) {
-        size_t n = (size_t)(ipe - d);
-        e10 = n > EXP_CAP ? EXP_CAP : (long long)n;
-    } else {
-        if (!fp)
-            return 0; /* zero */
-        for (d = fp; d < fpe && *d == '0'; d++)
-            ;
-        if (d == fpe)
-            return 0; /* zero */
-        size_t z = (size_t)(d - fp);
-        e10 = z > EXP_CAP ? -EXP_CAP : -(long long)z;
-    }
-    e10 += exp;
-    if (e10 < 309)
-        return 0; /* < 10^308 */
-    if (e10 > 309)
-        return 1; /* >= 10^309 */
-    /* 309 integer digits: compare the digits with overflow_at's */
-    size_t i = 0;
-    const size_t nt = sizeof overflow_at - 1;
-    for (; d < (fp ? fpe : ipe); d++) { /* digits, then '.', then digits */
-        if (*d == '.')
-            continue;
-        if (i == nt)
-            return 1; /* equal so far: >= the halfway point */
-        if (*d != (unsigned char)overflow_at[i])
-            return *d > (unsigned char)overflow_at[i];
-        i++;
-    }
-    for (; i < nt; i++) /* the digits ran out: the rest are zeros */
-        if (overflow_at[i] != '0')
-            return 0;
-    return 1;
-}
-
-/* A number at p (a '-' or a digit): its end, or NULL when it is not one
- * that jansson accepts. */
-static cptr scan_number(cptr p, cptr end)
-{
-    int neg = 0, real = 0;
-    cptr ip, ipe, fp = NULL, fpe = NULL;
-    long long exp = 0;
-
-    if (*p == '-') {
-        neg = 1;
+    cptr start = p;
+    if (*p == '-')
         p++;
-    }
     if (p == end || !is_digit(*p))
-        return NULL;
-    ip = p;
+        return fail(f, *start == '-' ? "invalid number" : "expected a value", start);
     if (*p == '0') {
         p++;
-        if (p < end && is_digit(*p)) /* leading zero */
-            return NULL;
+        if (p < end && is_digit(*p))
+            return fail(f, "invalid number (leading zero)", start);
     } else {
         while (p < end && is_digit(*p))
             p++;
     }
-    ipe = p;
     if (p < end && *p == '.') {
         p++;
         if (p == end || !is_digit(*p))
-            return NULL;
-        fp = p;
+            return fail(f, "invalid number (a digit must follow '.')", start);
         while (p < end && is_digit(*p))
             p++;
-        fpe = p;
-        real = 1;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
-        int eneg = 0;
         p++;
         if (p < end && (*p == '+' || *p == '-'))
-            eneg = *p++ == '-';
-        if (p == end || !is_digit(*p))
-            return NULL;
-        while (p < end && is_digit(*p)) {
-            if (exp < EXP_CAP)
-                exp = exp * 10 + (*p - '0');
             p++;
-        }
-        if (eneg)
-            exp = -exp;
-        real = 1;
+        if (p == end || !is_digit(*p))
+            return fail(f, "invalid number (a digit must follow the exponent)", start);
+        while (p < end && is_digit(*p))
+            p++;
     }
-    if (!real) { /* json_int_t is long long: strtoll's range */
-        size_t n = (size_t)(ipe - ip);
-        if (n < 19)
-            return p;
-        if (n > 19)
-            return NULL;
-        return memcmp(ip, neg ? "9223372036854775808" : "9223372036854775807", 19) <= 0
-                   ? p
-                   : NULL;
-    }
-    return real_overflows(ip, ipe, fp, fpe, exp) ? NULL : p;
+    return p;
 }
 
 /* Record that the container opened at nesting `depth` is an object (1) or
@@ -251,10 +187,11 @@ static void push(unsigned char *is_object, size_t depth, int object)
         *b &= (unsigned char)~bit;
 }
 
-int ks_json_valid(const void *data, size_t len)
+/* The check itself: 1 valid, 0 not (f says why and where). */
+static int check(const void *data, size_t len, jfail *f)
 {
     if (!data)
-        return 0;
+        return fail(f, "no text", NULL), 0;
     cptr p = data;
     cptr end = p + len;
     unsigned char is_object[MAX_DEPTH / 8]; /* bit per open container */
@@ -262,8 +199,11 @@ int ks_json_valid(const void *data, size_t len)
 
 value: /* a value is expected; whitespace may come first */
     p = skip_ws(p, end);
-    if (p == end || depth >= MAX_DEPTH) /* the value would be nested too deep */
-        return 0;
+    if (p == end)
+        return fail(f, depth ? "unexpected end of text" : len ? "only whitespace" : "empty text",
+                    p), 0;
+    if (depth >= MAX_DEPTH) /* the value would be nested too deep */
+        return fail(f, "nested deeper than " KS_JSON_MAX_DEPTH_TEXT " levels", p), 0;
     switch (*p) {
     case '{':
         p = skip_ws(p + 1, end);
@@ -282,73 +222,94 @@ value: /* a value is expected; whitespace may come first */
         push(is_object, depth++, 0);
         goto value;
     case '"':
-        p = scan_string(p + 1, end);
-        if (!p)
+        if (!(p = scan_string(p + 1, end, f)))
             return 0;
         goto after_value;
     case 't':
         if (end - p < 4 || memcmp(p, "true", 4) != 0)
-            return 0;
+            return fail(f, "invalid literal (true, false or null?)", p), 0;
         p += 4;
-        goto after_lookahead;
+        goto after_literal;
     case 'f':
         if (end - p < 5 || memcmp(p, "false", 5) != 0)
-            return 0;
+            return fail(f, "invalid literal (true, false or null?)", p), 0;
         p += 5;
-        goto after_lookahead;
+        goto after_literal;
     case 'n':
         if (end - p < 4 || memcmp(p, "null", 4) != 0)
-            return 0;
+            return fail(f, "invalid literal (true, false or null?)", p), 0;
         p += 4;
-        goto after_lookahead;
+        goto after_literal;
     default:
-        p = scan_number(p, end); /* also rejects any other byte */
-        if (!p)
+        if (*p != '-' && !is_digit(*p))
+            return fail(f, "expected a value", p), 0;
+        if (!(p = scan_number(p, end, f)))
             return 0;
-        goto after_lookahead;
+        goto after_literal;
     }
 
 key: /* inside an object, after '{' or ',' and whitespace: "key" : */
-    if (p == end || *p != '"')
-        return 0;
-    p = scan_string(p + 1, end);
-    if (!p)
+    if (p == end)
+        return fail(f, "unexpected end of text", p), 0;
+    if (*p != '"')
+        return fail(f, "expected '\"' starting a member name", p), 0;
+    if (!(p = scan_string(p + 1, end, f)))
         return 0;
     p = skip_ws(p, end);
-    if (p == end || *p != ':')
-        return 0;
+    if (p == end)
+        return fail(f, "unexpected end of text", p), 0;
+    if (*p != ':')
+        return fail(f, "expected ':' after a member name", p), 0;
     p++;
     goto value;
 
-after_lookahead:
-    /* jansson read one byte past a number or literal and pushed it back;
-     * a NUL byte pushed back is lost (stream_get takes buffer[pos] == 0 as
-     * "empty" and reads on), so one NUL here is skipped */
+after_literal:
+    /* a single NUL byte right after a number or literal is skipped, as
+     * jansson 2.14 does (its lexer loses a pushed-back NUL) */
     if (p < end && *p == '\0')
         p++;
 
 after_value:
     p = skip_ws(p, end);
     if (depth == 0)
-        return p == end;
+        return p == end ? 1 : (fail(f, "text after the JSON value", p), 0);
     if (p == end)
-        return 0;
+        return fail(f, "unexpected end of text", p), 0;
     if (is_object[(depth - 1) / 8] & (1u << ((depth - 1) % 8))) {
         if (*p == ',') {
             p = skip_ws(p + 1, end);
             goto key;
         }
         if (*p != '}')
-            return 0;
+            return fail(f, "expected ',' or '}'", p), 0;
     } else {
         if (*p == ',') {
             p++;
             goto value;
         }
         if (*p != ']')
-            return 0;
+            return fail(f, "expected ',' or ']'", p), 0;
     }
     p++;
     depth--;
     goto after_value;
+}
+
+int ks_json_valid(const void *data, size_t len)
+{
+    jfail f;
+    return check(data, len, &f);
+}
+
+int ks_json_check(const void *data, size_t len, ks_json_error *err)
+{
+    jfail f = {NULL, NULL};
+    if (check(data, len, &f))
+        return 0;
+    if (err) {
+        err->why = f.why;
+        err->pos = f.at ? (size_t)(f.at - (cptr)data) : 0;
+        snprintf(err->text, sizeof err->text, "%s at byte %zu", f.why, err->pos);
+    }
+    return -1;
 }

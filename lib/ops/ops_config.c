@@ -102,6 +102,14 @@ int ks_ops_on_missing(const char *text, ks_on_missing *out, ks_cfg_err *e)
     return 0;
 }
 
+int ks_ops_key_format(const char *text, ks_cfg_err *e)
+{
+    if (strcmp(text, "auto") && strcmp(text, "text") && strcmp(text, "json") &&
+        strcmp(text, "int64"))
+        return ks_cfg_fail(e, "", "expected auto, text, json or int64, found '%s'", text);
+    return 0;
+}
+
 int ks_ops_config_check(const char *type, const char *key, const char *value, ks_cfg_err *e)
 {
     int rc = 0;
@@ -124,6 +132,8 @@ int ks_ops_config_check(const char *type, const char *key, const char *value, ks
                !strcmp(key, "on_missing")) {
         ks_on_missing m;
         rc = ks_ops_on_missing(value, &m, e);
+    } else if (!strcmp(type, "select_key") && !strcmp(key, "format")) {
+        rc = ks_ops_key_format(value, e);
     }
     return rc;
 }

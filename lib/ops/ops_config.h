@@ -31,6 +31,9 @@ typedef enum ks_on_missing { KS_MISSING_DROP, KS_MISSING_POISON, KS_MISSING_FAIL
 /* `on_missing:` drop, poison or fail: 0 and *out, or -1. */
 int ks_ops_on_missing(const char *text, ks_on_missing *out, ks_cfg_err *err);
 
+/* select_key's `format:` auto, text, json or int64: 0, or -1. */
+int ks_ops_key_format(const char *text, ks_cfg_err *err);
+
 /* Check the value of config key `key` of the ops processor type `type`
  * ("filter", "map", ...). 0 when it is good (or not a key checked here),
  * -1 with err. */

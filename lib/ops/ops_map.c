@@ -9,10 +9,11 @@
 
 #include "json/json_valid.h"
 
-typedef enum fkind { F_PATH, F_CONST, F_KEY_STRING, F_KEY_JSON } fkind;
+typedef enum fkind { F_PATH, F_CONST, F_KEY_STRING, F_KEY_JSON, F_KEY_INT64 } fkind;
 
 typedef struct field {
     fkind kind;
+    int automatic; /* key: auto; kind set by ks_map_key_serde */
     char *name; /* the output name as JSON text, quotes included */
     size_t name_len;
     char *ptr; /* F_PATH: decoded pointer */
@@ -106,9 +107,15 @@ static int set_spec(field *f, const ks_json_span *spec, const char *at, ks_cfg_e
         f->kind = F_KEY_STRING;
     else if (ks_json_string_eq(&key, "json", 4))
         f->kind = F_KEY_JSON;
-    else
-        return ks_cfg_fail(err, at, "key: is string (the key as a JSON string) or json "
-                                    "(the key is JSON text)");
+    else if (ks_json_string_eq(&key, "int64", 5))
+        f->kind = F_KEY_INT64;
+    else if (ks_json_string_eq(&key, "auto", 4)) {
+        f->kind = F_KEY_STRING;
+        f->automatic = 1;
+    } else
+        return ks_cfg_fail(err, at, "key: is string (the key as a JSON string), json "
+                                    "(the key is JSON text), int64 (8 bytes big-endian, "
+                                    "as a number) or auto (by the key's serde)");
     return 0;
 }
 
@@ -203,6 +210,17 @@ static int add_field_value(const field *f, const ks_json_span *doc, const void *
             *why = "the key is not UTF-8 text (or holds a NUL), so it is no JSON string";
         return rc;
     }
+    case F_KEY_INT64: {
+        if (!key)
+            return ks_scratch_add(out, "null", 4);
+        if (key_len != 8) {
+            *why = "the key is not 8 bytes (a map field has key: int64)";
+            return 1;
+        }
+        char num[24];
+        int n = snprintf(num, sizeof num, "%lld", (long long)ks_int64_decode(key));
+        return ks_scratch_add(out, num, (size_t)n);
+    }
     default:
         if (!key)
             return ks_scratch_add(out, "null", 4);
@@ -212,6 +230,15 @@ static int add_field_value(const field *f, const ks_json_span *doc, const void *
         }
         return ks_scratch_add(out, key, key_len);
     }
+}
+
+void ks_map_key_serde(ks_map *m, ks_map_key how)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (m->f[i].automatic)
+            m->f[i].kind = how == KS_MAP_KEY_JSON    ? F_KEY_JSON
+                           : how == KS_MAP_KEY_INT64 ? F_KEY_INT64
+                                                     : F_KEY_STRING;
 }
 
 int ks_map_build(const ks_map *m, const ks_json_span *doc, const void *key, size_t key_len,

@@ -618,8 +618,11 @@ int it_main(const char *suite, const it_case *cases)
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     CU_pSuite s = CU_add_suite(suite, NULL, NULL);
+    /* KS_IT_ONLY=TEXT runs only the cases whose name contains TEXT */
+    const char *only = getenv("KS_IT_ONLY");
     for (const it_case *c = cases; c->name; c++)
-        CU_add_test(s, c->name, c->fn);
+        if (!only || strstr(c->name, only))
+            CU_add_test(s, c->name, c->fn);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();

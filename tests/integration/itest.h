@@ -120,6 +120,7 @@ typedef struct it_case {
     const char *name;
     void (*fn)(void);
 } it_case;
+/* Run the cases (only those whose name contains $KS_IT_ONLY when set). */
 int it_main(const char *suite, const it_case *cases);
 
 #endif

@@ -7,7 +7,10 @@
  *  - dead-letter: each poison record lands once in the dead-letter topic,
  *    with headers naming where it came from and why;
  *  - an output a sink refuses (not the sink's serde) makes its input
- *    record poison, under the same policy.
+ *    record poison, under the same policy;
+ *  - a value a JSON operator (ops.filter on a string source) finds not
+ *    to be JSON: its dead letter and the engine's log line carry the
+ *    operator's reason with the byte.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -94,7 +97,10 @@ static void test_fail_policy(void)
     CU_ASSERT_EQUAL(st, 1);
     /* record 42 is the first poison: partition 0, offset 21 */
     char want[256];
-    snprintf(want, sizeof want, "poison record at %s/0/21: not valid JSON", r.in);
+    snprintf(want, sizeof want,
+             "poison record at %s/0/21: not valid JSON: expected '\"' starting a member "
+             "name at byte 1",
+             r.in);
     int named = it_log_count(r.log, want);
     printf("\n  exit %d; log names %s/0/21: %s\n", st, r.in, named ? "yes" : "no");
     CU_ASSERT(named >= 1);
@@ -115,6 +121,13 @@ static void test_skip_policy(void)
     check_good_counts(&r);
     CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
     int skipped = it_log_count(r.log, "skipping poison record");
+    /* topic/partition/offset, the serde's sentence and the reason */
+    char want[256];
+    snprintf(want, sizeof want,
+             "skipping poison record %s/0/21: not valid JSON: expected '\"' starting a "
+             "member name at byte 1",
+             r.in);
+    CU_ASSERT_EQUAL(it_log_count(r.log, want), 1);
     printf("  skipped with a log line: %d of %d\n", skipped, N / 100);
     CU_ASSERT_EQUAL(skipped, N / 100);
 }
@@ -138,8 +151,11 @@ static void test_dead_letter_policy(void)
         char want[256];
         snprintf(want, sizeof want, "ks.topic=%s\nks.partition=%d\nks.offset=%d\n", r.in,
                  n % 2, n / 2);
+        /* the serde's sentence, and the validator's reason with its byte */
         with_origin += m->headers && strstr(m->headers, want) &&
-                       strstr(m->headers, "ks.error=not valid JSON");
+                       strstr(m->headers, "ks.error=not valid JSON\n") &&
+                       strstr(m->headers, "ks.error.reason=expected '\"' starting a member "
+                                          "name at byte 1");
     }
     int once = 0;
     for (int i = 0; i < N; i++)
@@ -215,6 +231,59 @@ static void test_refused_output(void)
     it_msgs_free(&dlq);
 }
 
+/* ops.filter reads a `value: string` source: the operator, not the
+ * serde, finds the poison and says why (host skip_reason). */
+static void test_operator_reason(void)
+{
+    run r;
+    it_tempdir(r.dir, sizeof r.dir);
+    it_unique(r.app, sizeof r.app, "poisonop");
+    it_unique(r.in, sizeof r.in, "poisonop-in");
+    it_unique(r.out, sizeof r.out, "poisonop-out");
+    snprintf(r.dlq, sizeof r.dlq, "%s-dlq", r.app);
+    CU_ASSERT_FATAL(it_create_topic(r.in, 2) == 0);
+    CU_ASSERT_FATAL(it_produce(r.in, N / 10, make_rec, NULL) == 0);
+    snprintf(r.yaml, sizeof r.yaml, "%s/p.yaml", r.dir);
+    snprintf(r.log, sizeof r.log, "%s/engine.log", r.dir);
+    it_write_file(r.yaml,
+                  "application: %s\nkafka: { bootstrap: [%s] }\nguarantee: exactly-once\n"
+                  "poison: dead-letter\nstate_dir: %s/state\nplugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n  in: { topic: %s, key: string, value: string }\n"
+                  "nodes:\n  - { name: f, type: ops.filter, from: in,"
+                  " config: { where: { path: /n, ge: 0 } } }\n"
+                  "sinks:\n  - { from: f, topic: %s, key: string, value: string, "
+                  "create: true, partitions: 2 }\n",
+                  r.app, it_bootstrap(), r.dir, KS_TEST_BUILDDIR, r.in, r.out);
+    pid_t pid = it_engine_start(r.yaml, "p", r.log);
+    const size_t good = N / 10 - N / 1000;
+    it_msgs out = {0}, dlq = {0};
+    it_consume(r.out, good, 2000, 60000, &out);
+    it_consume(r.dlq, N / 1000, 1000, 60000, &dlq);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    size_t with_reason = 0;
+    for (size_t i = 0; i < dlq.count; i++) {
+        const it_msg *m = &dlq.items[i];
+        with_reason += m->headers && strstr(m->headers, "ks.error=a processor returned skip\n") &&
+                       strstr(m->headers, "ks.error.reason=ops.filter: value is not JSON: "
+                                          "expected '\"' starting a member name at byte 1");
+    }
+    /* record 42: partition 0, offset 21 */
+    char want[600];
+    snprintf(want, sizeof want,
+             "poison record %s/0/21 to dead-letter topic %s: a processor returned skip: "
+             "ops.filter: value is not JSON: expected '\"' starting a member name at byte 1",
+             r.in, r.dlq);
+    int logged = it_log_count(r.log, want);
+    printf("\n  sink: %zu of %zu; dead-letter: %zu of %d with the operator's reason; "
+           "engine log: %d\n", out.count, good, with_reason, N / 1000, logged);
+    CU_ASSERT_EQUAL(out.count, good);
+    CU_ASSERT_EQUAL(dlq.count, (size_t)(N / 1000));
+    CU_ASSERT_EQUAL(with_reason, (size_t)(N / 1000));
+    CU_ASSERT_EQUAL(logged, 1);
+    it_msgs_free(&out);
+    it_msgs_free(&dlq);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -222,6 +291,8 @@ int main(void)
         {"poison: skip logs and goes on", test_skip_policy},
         {"poison: dead-letter, exactly once, with origin headers", test_dead_letter_policy},
         {"an output its sink refuses makes the input record poison", test_refused_output},
+        {"a JSON operator's poison: its reason in the dead letter and the log",
+         test_operator_reason},
         {NULL, NULL}};
     return it_main("poison", cases);
 }

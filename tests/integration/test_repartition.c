@@ -18,7 +18,9 @@
  * nothing else. A last case starts an
  * application whose repartition topic exists with another partition count:
  * the engine must refuse to start and name both counts, as for a
- * `repartition: { partitions: N }` other than the sources' count.
+ * `repartition: { partitions: N }` other than the sources' count. And a
+ * YAML-only pipeline filter -> select_key -> count (no C at all) gives
+ * exact counts of the views it keeps, read with read_committed.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -353,6 +355,65 @@ static void test_wrong_partitions(void)
     CU_ASSERT_EQUAL(it_log_count(log, want), 1);
 }
 
+/* ops.filter -> ops.select_key -> count, YAML only, exactly-once: the
+ * 1 300 views of 2 000 with bytes >= 700 counted per URL, each URL's
+ * outputs exactly 1..n. */
+static void test_filter_select_key_count(void)
+{
+    char app2[128], in2[128], out2[128], yaml[512], log[512], state[400];
+    if (!dir[0])
+        it_tempdir(dir, sizeof dir);
+    it_unique(app2, sizeof app2, "repart-f");
+    it_unique(in2, sizeof in2, "views-f");
+    it_unique(out2, sizeof out2, "big-per-url");
+    snprintf(yaml, sizeof yaml, "%s/f.yaml", dir);
+    snprintf(log, sizeof log, "%s/f.log", dir);
+    snprintf(state, sizeof state, "%s/state-f", dir);
+    CU_ASSERT_FATAL(it_create_topic(in2, 4) == 0);
+    it_write_file(yaml,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "guarantee: exactly-once\n"
+                  "commit_interval_ms: 100\n"
+                  "state_dir: %s\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n"
+                  "  views: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n"
+                  "  - { name: big, type: ops.filter, from: views,"
+                  " config: { where: { path: /bytes, ge: 700 } } }\n"
+                  "  - { name: by_url, type: ops.select_key, from: big,"
+                  " config: { path: /url } }\n"
+                  "  - { name: per_url, type: count, from: by_url, store: big-per-url }\n"
+                  "sinks:\n"
+                  "  - { from: per_url, topic: %s, key: string, value: int64, create: true, "
+                  "partitions: 4 }\n",
+                  app2, it_bootstrap(), state, KS_TEST_BUILDDIR, in2, out2);
+    enum { VIEWS = 2000 };
+    long base = 0, want[URLS] = {0}, kept = 0;
+    CU_ASSERT_FATAL(it_produce(in2, VIEWS, make_view, &base) == 0);
+    for (long n = 0; n < VIEWS; n++)
+        if (n % 5000 >= 700) {
+            want[url_of(n)]++;
+            kept++;
+        }
+    pid_t p = it_engine_start(yaml, "f", log);
+    it_msgs out = {0};
+    it_consume(out2, (size_t)kept, 2000, 60000, &out);
+    CU_ASSERT_EQUAL(it_engine_stop(p, 30000), 0);
+    long gaps, repeats, foreign;
+    int wrong_keys;
+    it_check_count_sequences(&out, want, URLS, "/u/%d", &gaps, &repeats, &foreign,
+                             &wrong_keys);
+    printf("\n  %zu outputs for %ld kept of %d views: %ld gaps, %ld repeats, %ld foreign, "
+           "%d URLs with a wrong final count\n",
+           out.count, kept, VIEWS, gaps, repeats, foreign, wrong_keys);
+    CU_ASSERT_EQUAL(kept, 1300);
+    CU_ASSERT_EQUAL(out.count, (size_t)kept);
+    CU_ASSERT_EQUAL(gaps + repeats + foreign + wrong_keys, 0);
+    it_msgs_free(&out);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -362,6 +423,7 @@ int main(void)
         {"per URL: a second process joins and leaves", test_second_process},
         {"repartition topic purged below the committed offsets", test_purged},
         {"repartition topic with another partition count: refused", test_wrong_partitions},
+        {"YAML only: filter -> select_key -> count, exact counts", test_filter_select_key_count},
         {NULL, NULL}};
     return it_main("repartition", cases);
 }

@@ -18,6 +18,7 @@ void ks_test_register_host_json(void);
 void ks_test_register_json_ptr(void);
 void ks_test_register_ops(void);
 void ks_test_register_ops_examples(void);
+void ks_test_register_serdes(void);
 void ks_test_register_repartition(void);
 void ks_test_register_cli(void);
 void ks_test_register_joins(void);
@@ -25,5 +26,5 @@ void ks_test_register_stream_joins(void);
 void ks_test_register_global_joins(void);
 void ks_test_register_node_tables(void);
 void ks_test_register_fk_joins(void);
-#define KS_TEST_SUITES ks_test_register_plugin(); ks_test_register_store(); ks_test_register_config(); ks_test_register_stateful(); ks_test_register_driver(); ks_test_register_query(); ks_test_register_outbox(); ks_test_register_windows(); ks_test_register_reload(); ks_test_register_mailbox(); ks_test_register_kafka_conf(); ks_test_register_json_valid(); ks_test_register_json_ptr(); ks_test_register_ops(); ks_test_register_ops_examples(); ks_test_register_http(); ks_test_register_host_json(); ks_test_register_repartition(); ks_test_register_cli(); ks_test_register_joins(); ks_test_register_stream_joins(); ks_test_register_global_joins(); ks_test_register_fk_joins(); ks_test_register_node_tables();
+#define KS_TEST_SUITES ks_test_register_plugin(); ks_test_register_store(); ks_test_register_config(); ks_test_register_stateful(); ks_test_register_driver(); ks_test_register_query(); ks_test_register_outbox(); ks_test_register_windows(); ks_test_register_reload(); ks_test_register_mailbox(); ks_test_register_kafka_conf(); ks_test_register_json_valid(); ks_test_register_json_ptr(); ks_test_register_ops(); ks_test_register_ops_examples(); ks_test_register_serdes(); ks_test_register_http(); ks_test_register_host_json(); ks_test_register_repartition(); ks_test_register_cli(); ks_test_register_joins(); ks_test_register_stream_joins(); ks_test_register_global_joins(); ks_test_register_fk_joins(); ks_test_register_node_tables();
 #endif

@@ -253,11 +253,18 @@ static void test_poison_and_tombstones(void)
                             "sinks:\n  - { name: out, from: f, topic: out }\n";
     ks_driver *drv = open_ok(yaml);
     static const char *const bad[] = {"not json", "", "{\"n\":2", "{\"n\":2}}",
-                                      "{\"s\":\"\\u0000\"}", "{\"n\":1e400}",
-                                      "{\"n\":99999999999999999999}", "[[[[[[[[[[",
-                                      "{\"s\":\"\xff\"}"};
+                                      "[[[[[[[[[[", "{\"s\":\"\xff\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CU_ASSERT_EQUAL(ks_driver_pipe(drv, "in", "k", 1, bad[i], strlen(bad[i]), 1), KS_SKIP);
+    /* valid JSON that jansson refuses is not poison: numbers compare as
+     * doubles (1e400 is +infinity, 99999999999999999999 is 1e20), "\u0000"
+     * decodes to a NUL byte */
+    CU_ASSERT_EQUAL(pipe_kv(drv, "k", "{\"n\":1e400}"), 0);
+    CU_ASSERT(next_is(drv, "out", "k", "{\"n\":1e400}"));
+    CU_ASSERT_EQUAL(pipe_kv(drv, "k", "{\"n\":-1e400}"), 0);
+    CU_ASSERT_EQUAL(pipe_kv(drv, "k", "{\"n\":99999999999999999999}"), 0);
+    CU_ASSERT(next_is(drv, "out", "k", "{\"n\":99999999999999999999}"));
+    CU_ASSERT_EQUAL(pipe_kv(drv, "k", "{\"s\":\"a\\u0000b\",\"n\":0}"), 0);
     CU_ASSERT_EQUAL(pipe_kv(drv, "k", NULL), 0); /* a tombstone passes */
     CU_ASSERT(next_is(drv, "out", "k", NULL));
     CU_ASSERT_EQUAL(pipe_kv(drv, "k", "{\"n\":2}"), 0);
@@ -287,8 +294,8 @@ static void test_poison_and_tombstones(void)
     text[n > 0 ? n : 0] = '\0';
     CU_ASSERT_EQUAL(rc, KS_SKIP);
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "ops.filter: poison record in[0]@"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(text, "value is not JSON: '}' expected near '\"m\"' at byte 10"));
-    if (!strstr(text, "at byte 10"))
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "value is not JSON: expected ',' or '}' at byte 7"));
+    if (!strstr(text, "at byte 7"))
         fprintf(stderr, "\nlog: %s\n", text);
 }
 
@@ -590,8 +597,9 @@ static void test_config_errors(void)
                       &log);
     CU_ASSERT_PTR_NULL(drv);
     CU_ASSERT_STRING_EQUAL(log, "ops.yaml:12:9: node 'm' (ops.map) config 'fields' at /b: key: "
-                                "is string (the key as a JSON string) or json (the key is JSON "
-                                "text)");
+                                "is string (the key as a JSON string), json (the key is JSON "
+                                "text), int64 (8 bytes big-endian, as a number) or auto (by "
+                                "the key's serde)");
     ks_driver_close(drv);
 
     /* a list or mapping only goes to a string key of any plugin's schema */
