@@ -6,7 +6,7 @@
 #                [--no-java] [--keep-broker] [--chart FILE]
 #   BENCH_SCENARIOS="rekey join sjoin fk" bench/run.sh   (the same as --only)
 #
-# Scenarios: stateless, count, window, restore, swap (the default set) and
+# Scenarios: stateless, stateless-yaml, count, window, restore, swap (the default set) and
 # rekey, join, sjoin, fk (the rows of the re-key and join issues: run them
 # by name, they are not in the default set).
 #
