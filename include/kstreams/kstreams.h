@@ -43,6 +43,9 @@
  *  1.5  ks_host_api.input_name: which of a node's inputs (`from:`) the
  *       record in process() came from (the stream-stream join tells its
  *       two sides apart by it); plugins of 1.0-1.4 load as before.
+ *  1.6  KS_PROC_CACHEABLE: the engine may fold a node's updates of a key
+ *       within a commit (the record cache, `cache_bytes`); plugins of
+ *       1.0-1.5 load as before, without a cache.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -55,7 +58,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 5
+#define KS_ABI_MINOR 6
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -256,6 +259,15 @@ typedef struct ks_config_field {
                                         its input's: a KEYED node (or one with
                                         a store) downstream reads them through
                                         a repartition topic the engine adds  */
+#define KS_PROC_CACHEABLE 0x10u      /* (1.6) process() writes its store under
+                                        the record's key and forwards that
+                                        key's new value, each update
+                                        superseding the ones before: unless
+                                        windowed, the engine may keep a key's
+                                        updates in a record cache and pass on
+                                        only the latest per commit (the
+                                        changelog record and the forward;
+                                        docs/stores.md, `cache_bytes`)        */
 
 typedef struct ks_processor_type {
     size_t struct_size; /* sizeof(ks_processor_type) at build time */
