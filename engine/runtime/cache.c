@@ -37,15 +37,17 @@ ks_cache *ks_cache_new(size_t max_bytes)
     return c;
 }
 
-static void free_record(ks_record *r)
+/* Free what the entry's record owns (value, headers), keeping the key. */
+static void free_record(ks_cache_entry *e)
 {
-    free((void *)r->value);
+    ks_record *r = &e->rec;
+    if (r->value != e->small)
+        free((void *)r->value);
     for (size_t i = 0; i < r->header_count; i++) {
         free((void *)r->headers[i].name);
         free((void *)r->headers[i].value);
     }
     free((void *)r->headers);
-    free((void *)r->topic);
     r->value = NULL;
     r->value_len = 0;
     r->headers = NULL;
@@ -57,8 +59,7 @@ void ks_cache_entry_free(ks_cache_entry *e)
 {
     if (!e)
         return;
-    free_record(&e->rec);
-    free((void *)e->rec.key);
+    free_record(e);
     free(e);
 }
 
@@ -81,6 +82,9 @@ void ks_cache_free(ks_cache *c)
     if (!c)
         return;
     ks_cache_clear(c);
+    for (size_t i = 0; i < c->topic_count; i++)
+        free(c->topics[i]);
+    free(c->topics);
     free(c->buckets);
     free(c);
 }
@@ -138,28 +142,29 @@ static void maybe_grow(ks_cache *c)
     c->bucket_count = n;
 }
 
-/* The entry of `key`, made (and counted) when missing, now the newest;
- * NULL when out of memory. */
-static ks_cache_entry *touch(ks_cache *c, ks_bytes key)
+/* The entry of `key`, made when missing (*made = 1), now the newest;
+ * NULL when out of memory. The key is kept right after the entry: one
+ * allocation per key. */
+static ks_cache_entry *touch(ks_cache *c, ks_bytes key, int *made)
 {
-    c->updates++;
-    ks_cache_entry *e = ks_cache_find(c, key);
+    /* a forward follows the store write of the same key: no look-up */
+    ks_cache_entry *e = c->newest;
+    if (!e || e->rec.key_len != key.len || (key.len && memcmp(e->rec.key, key.data, key.len)))
+        e = ks_cache_find(c, key);
+    *made = !e;
     if (e) {
-        c->folds++;
-        unlink_order(c, e);
-        append_order(c, e);
+        if (c->newest != e) {
+            unlink_order(c, e);
+            append_order(c, e);
+        }
         return e;
     }
-    e = calloc(1, sizeof *e);
-    void *k = malloc(key.len ? key.len : 1);
-    if (!e || !k) {
-        free(e);
-        free(k);
+    e = calloc(1, sizeof *e + (key.len ? key.len : 1));
+    if (!e)
         return NULL;
-    }
     if (key.len)
-        memcpy(k, key.data, key.len);
-    e->rec.key = k;
+        memcpy(e->key, key.data, key.len);
+    e->rec.key = e->key;
     e->rec.key_len = key.len;
     e->rec.partition = -1;
     e->rec.offset = -1;
@@ -178,10 +183,16 @@ int ks_cache_mark_store(ks_cache *c, ks_bytes key, int store)
 {
     if (store < 0 || store > 31)
         return KS_ERR_INVALID;
-    ks_cache_entry *e = touch(c, key);
+    int made;
+    ks_cache_entry *e = touch(c, key, &made);
     if (!e)
         return KS_ERR_NOMEM;
-    e->dirty_stores |= UINT32_C(1) << store;
+    uint32_t bit = UINT32_C(1) << store;
+    if (!e->has_rec) { /* with a forward, the forward counts the update */
+        c->updates++;
+        c->folds += !made && (e->dirty_stores & bit);
+    }
+    e->dirty_stores |= bit;
     return 0;
 }
 
@@ -196,18 +207,53 @@ static char *dup_bytes(const void *p, size_t len)
     return d;
 }
 
-/* Copy value, headers and topic of `src` into `dst` (key and the rest
- * as they are). 0 or KS_ERR_NOMEM (dst then holds no copies). */
-static int copy_record(ks_record *dst, const ks_record *src)
+/* The cache's copy of a source topic's name (few: one per source). */
+static const char *intern_topic(ks_cache *c, const char *topic)
 {
+    for (size_t i = 0; i < c->topic_count; i++)
+        if (strcmp(c->topics[i], topic) == 0)
+            return c->topics[i];
+    char **t = realloc(c->topics, (c->topic_count + 1) * sizeof *t);
+    if (!t)
+        return NULL;
+    c->topics = t;
+    if (!(t[c->topic_count] = dup_bytes(topic, strlen(topic))))
+        return NULL;
+    return t[c->topic_count++];
+}
+
+/* Copy value and headers of `src` into entry e's record (the topic
+ * interned, the rest as it is), freeing what it held. 0 or KS_ERR_NOMEM
+ * (the entry then holds no record). */
+static int copy_record(ks_cache *c, ks_cache_entry *e, const ks_record *src)
+{
+    const void *old = e->rec.value;
+    int reuse = old && old != e->small && e->rec.value_len >= src->value_len;
+    if (reuse)
+        e->rec.value = NULL; /* kept from free_record: reused below */
+    free_record(e);
     ks_record r = *src;
-    r.key = dst->key;
-    r.key_len = dst->key_len;
-    r.value = src->value ? dup_bytes(src->value, src->value_len) : NULL;
-    r.topic = src->topic ? dup_bytes(src->topic, strlen(src->topic)) : NULL;
+    r.key = e->key;
+    r.key_len = e->rec.key_len;
     r.headers = NULL;
     r.header_count = 0;
-    int bad = (src->value && !r.value) || (src->topic && !r.topic);
+    r.topic = src->topic ? intern_topic(c, src->topic) : NULL;
+    int bad = src->topic && !r.topic;
+    if (!src->value) {
+        r.value = NULL;
+    } else if (src->value_len <= sizeof e->small) {
+        memcpy(e->small, src->value, src->value_len);
+        r.value = e->small;
+    } else if (reuse) {
+        memcpy((void *)old, src->value, src->value_len);
+        r.value = old;
+        old = NULL;
+    } else {
+        r.value = dup_bytes(src->value, src->value_len);
+        bad |= !r.value;
+    }
+    if (reuse && old)
+        free((void *)old);
     if (!bad && src->header_count) {
         ks_header *h = calloc(src->header_count, sizeof *h);
         bad = !h;
@@ -224,17 +270,18 @@ static int copy_record(ks_record *dst, const ks_record *src)
         }
         r.headers = h;
     }
+    e->rec = r;
     if (bad) {
-        free_record(&r);
+        free_record(e);
+        e->has_rec = 0;
         return KS_ERR_NOMEM;
     }
-    *dst = r;
     return 0;
 }
 
 static size_t record_bytes(const ks_record *r)
 {
-    size_t n = r->value_len + (r->topic ? strlen(r->topic) : 0);
+    size_t n = r->value_len;
     for (size_t i = 0; i < r->header_count; i++)
         n += strlen(r->headers[i].name) + r->headers[i].value_len + 16;
     return n;
@@ -242,20 +289,30 @@ static size_t record_bytes(const ks_record *r)
 
 int ks_cache_put_record(ks_cache *c, const ks_record *rec)
 {
-    ks_cache_entry *e = touch(c, (ks_bytes){rec->key, rec->key_len});
+    int made;
+    ks_cache_entry *e = touch(c, (ks_bytes){rec->key, rec->key_len}, &made);
     if (!e)
         return KS_ERR_NOMEM;
-    ks_record copy = {.key = e->rec.key, .key_len = e->rec.key_len};
-    if (copy_record(&copy, rec) != 0)
-        return KS_ERR_NOMEM;
+    c->updates++;
+    c->folds += e->has_rec;
     c->bytes -= e->bytes;
-    if (e->has_rec)
-        free_record(&e->rec);
-    e->rec = copy;
-    e->has_rec = 1;
-    e->bytes = e->rec.key_len + ENTRY_OVERHEAD + record_bytes(&e->rec);
+    int rc = copy_record(c, e, rec);
+    e->has_rec = rc == 0;
+    e->bytes = e->rec.key_len + ENTRY_OVERHEAD + (rc == 0 ? record_bytes(&e->rec) : 0);
     c->bytes += e->bytes;
-    return 0;
+    return rc;
+}
+
+ks_cache_entry *ks_cache_take_all(ks_cache *c)
+{
+    ks_cache_entry *all = c->oldest;
+    if (!all)
+        return NULL;
+    memset(c->buckets, 0, c->bucket_count * sizeof *c->buckets);
+    c->oldest = c->newest = NULL;
+    c->bytes = 0;
+    c->count = 0;
+    return all;
 }
 
 ks_cache_entry *ks_cache_over(const ks_cache *c)

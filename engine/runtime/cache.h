@@ -24,8 +24,10 @@
 #include "kstreams/kstreams.h"
 
 typedef struct ks_cache_entry {
-    /* `rec` is owned: rec.key (always set, also without a record),
-     * value, headers and topic are copies */
+    /* `rec` is owned: rec.key (always set, also without a record; kept
+     * right after the entry), value (in `small` when it fits) and headers
+     * are copies; rec.topic is the cache's copy (valid while the cache
+     * lives) */
     ks_record rec;
     int has_rec;           /* a forward is owed: rec                */
     uint32_t dirty_stores; /* bit s: the node's store s was written
@@ -34,6 +36,8 @@ typedef struct ks_cache_entry {
     uint64_t hash;
     struct ks_cache_entry *older, *newer; /* update order            */
     struct ks_cache_entry *next_in_bucket;
+    unsigned char small[16]; /* rec.value when it fits (an int64 count) */
+    unsigned char key[];     /* rec.key                                */
 } ks_cache_entry;
 
 typedef struct ks_cache {
@@ -43,9 +47,12 @@ typedef struct ks_cache {
     ks_cache_entry *oldest, *newest;
     ks_cache_entry **buckets;
     size_t bucket_count; /* a power of two */
+    char **topics;       /* the source topics the records named, one copy each */
+    size_t topic_count;
     /* since the cache was made */
-    uint64_t updates;   /* ks_cache_put_record and ks_cache_mark_store calls */
-    uint64_t folds;     /* of them, on a key already in the cache       */
+    uint64_t updates;   /* forwards kept (and store writes of keys
+                           without one)                                   */
+    uint64_t folds;     /* of them, replacing one of the same key        */
     uint64_t evictions; /* entries passed on because the cache was full  */
     uint64_t flushed;   /* entries passed on by a flush                  */
 } ks_cache;
@@ -78,7 +85,11 @@ ks_cache_entry *ks_cache_over(const ks_cache *c);
 /* Unlink `e` from the cache; the caller owns it then. */
 void ks_cache_take(ks_cache *c, ks_cache_entry *e);
 
-/* Free an entry taken out of its cache. */
+/* Empty the cache in one step: its entries, oldest first, linked by
+ * `newer`; the caller owns them (ks_cache_entry_free each). */
+ks_cache_entry *ks_cache_take_all(ks_cache *c);
+
+/* Free an entry taken out of its cache (before the cache itself). */
 void ks_cache_entry_free(ks_cache_entry *e);
 
 #endif /* KS_CACHE_H */

@@ -120,7 +120,7 @@ int ks_task_cache_store(ks_task *task, struct ks_ctx *ctx, int node_store, ks_by
     int rc = ks_cache_mark_store(c, key, node_store);
     if (rc != 0)
         return rc;
-    ks_cache_entry *e = ks_cache_find(c, key);
+    ks_cache_entry *e = c->newest; /* the key just marked */
     if (e && !e->has_rec && task->current)
         e->rec.timestamp = task->current->timestamp;
     evict(task, n, c);
@@ -161,12 +161,15 @@ ks_verdict ks_task_flush_caches(ks_task *task)
         int any = 0;
         for (size_t i = 0; i < task->topo->node_count; i++) {
             ks_cache *c = task->caches[i];
-            ks_cache_entry *e;
-            while (c && (e = c->oldest) != NULL) {
+            /* nothing enters this cache while it is passed on: the graph
+             * has no cycle */
+            ks_cache_entry *e = c ? ks_cache_take_all(c) : NULL, *next;
+            for (; e; e = next) {
                 any = 1;
-                ks_cache_take(c, e);
+                next = e->newer;
                 c->flushed++;
-                pass_on(task, &task->topo->nodes[i], e);
+                if (task->verdict == KS_OK)
+                    pass_on(task, &task->topo->nodes[i], e);
                 ks_cache_entry_free(e);
                 if (task->verdict == KS_SKIP) {
                     ks_warn(task->where,
@@ -175,9 +178,9 @@ ks_verdict ks_task_flush_caches(ks_task *task)
                             task->topo->nodes[i].name);
                     task->verdict = KS_OK;
                 }
-                if (task->verdict != KS_OK)
-                    return task->verdict;
             }
+            if (task->verdict != KS_OK)
+                return task->verdict; /* the batch aborts: nothing is owed */
         }
         if (!any)
             break;
