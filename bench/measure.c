@@ -56,6 +56,10 @@
  *       counts (count mode) or keys with a value (table mode) beyond
  *       EXPECT. Exit 1 if PID dies or the timeout passes before EXPECT,
  *       2 if there were extra ones.
+ *   measure count -b B TOPIC
+ *       the records of TOPIC a read_committed reader gets (transaction
+ *       markers and aborted records not counted), from the beginning to the
+ *       end of every partition. Prints  records=N
  */
 #define _GNU_SOURCE
 #include <librdkafka/rdkafka.h>
@@ -625,6 +629,52 @@ static int cmd_until(int argc, char **argv)
     free(tab);
     free(topics);
     return rc;
+static int cmd_count(int argc, char **argv)
+{
+    if (argc != 1)
+        return 64;
+    const char *props[] = {"group.id", "bench-measure-count", "isolation.level",
+                           "read_committed", "enable.partition.eof", "true",
+                           "enable.auto.commit", "false", NULL};
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, props);
+    if (!rk)
+        return 2;
+    int parts = partition_count(rk, argv[0]);
+    if (parts <= 0) {
+        fprintf(stderr, "measure: no topic %s\n", argv[0]);
+        rd_kafka_destroy(rk);
+        return 1;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(parts);
+    for (int p = 0; p < parts; p++)
+        rd_kafka_topic_partition_list_add(l, argv[0], p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    long n = 0;
+    int at_end = 0, idle = 0;
+    char *done = calloc((size_t)parts, 1);
+    while (at_end < parts && idle < 300) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (!m) {
+            idle++;
+            continue;
+        }
+        idle = 0;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (m->partition >= 0 && m->partition < parts && !done[m->partition]) {
+                done[m->partition] = 1;
+                at_end++;
+            }
+        } else if (!m->err) {
+            n++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    free(done);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    printf("records=%ld\n", n);
+    return at_end == parts ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -654,6 +704,10 @@ int main(int argc, char **argv)
         rc = cmd_until(argc, argv);
     if (rc == 64)
         fprintf(stderr, "usage: measure create|delete|wait|latency|until -b HOST:PORT ... "
+    else if (strcmp(cmd, "count") == 0)
+        rc = cmd_count(argc - 1, argv + 1);
+    if (rc == 64)
+        fprintf(stderr, "usage: measure create|delete|wait|latency|count -b HOST:PORT ... "
                         "(see the top of bench/measure.c)\n");
     return rc;
 }

@@ -43,7 +43,7 @@
 # BENCH_COMMIT_MS (100), BENCH_LATENCY_RATE (5000), BENCH_LATENCY_SECONDS (5),
 # BENCH_JAVA_OPTS (none: the JVM's defaults), BENCH_TIMEOUT (300 s per run),
 # BENCH_SCENARIOS (the scenarios to run, as --only; default
-# "stateless count window restore swap"), BENCH_TABLE_KEYS (100000: the
+# "stateless stateless-yaml count window restore swap"), BENCH_TABLE_KEYS (100000: the
 # customers of the join scenario), BENCH_JOIN_WINDOW_S (300) and
 # BENCH_JOIN_GRACE_S (60): the stream-stream join's window.
 #
@@ -75,6 +75,14 @@
 #          joined result as their latest output.
 # Each fails when the outputs do not complete within BENCH_TIMEOUT, or when
 # more arrive (read until 3 s pass without one) than the input explains.
+# BENCH_GUARANTEES ("eos alo": the guarantees the count and window scenarios
+# run with), BENCH_CEILING (1; 0: no ceiling runs), BENCH_CACHE_BYTES (unset:
+# the count node's default record cache; else its `cache_bytes:`, 0 = off).
+# After each kstreams count run, the records of its changelog
+# (read_committed, before the latency phase) are logged and written to
+# changelog.tsv. One scenario alone, e.g. count exactly-once with the cache
+# off:  BENCH_GUARANTEES=eos BENCH_CEILING=0 BENCH_CACHE_BYTES=0 \
+#         bench/run.sh --only count --no-java
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -91,6 +99,9 @@ LAT_SECONDS=${BENCH_LATENCY_SECONDS:-5}
 LAT_WARMUP_MS=1000
 TIMEOUT=${BENCH_TIMEOUT:-300}
 JAVA_OPTS=${BENCH_JAVA_OPTS:-}
+GUARANTEES=${BENCH_GUARANTEES:-eos alo}
+CEILING=${BENCH_CEILING:-1}
+CACHE_BYTES=${BENCH_CACHE_BYTES:-}
 WINDOW_SIZE_MS=60000
 WINDOW_GRACE_MS=10000
 WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
@@ -240,6 +251,9 @@ nodes:
     from: in
     store: counts
 EOF
+		if [[ $scenario == count && -n $CACHE_BYTES ]]; then
+			echo "    cache_bytes: $CACHE_BYTES" >>"$file"
+		fi
 		[[ $scenario == window ]] && cat >>"$file" <<EOF
     window: { kind: tumbling, size: ${WINDOW_SIZE_MS}ms, grace: ${WINDOW_GRACE_MS}ms, emit: update }
 EOF
@@ -395,6 +409,13 @@ run_one() {
 		return 0
 	fi
 	log "$scenario $g $system: $res"
+	if [[ $system == kstreams && $scenario == count ]]; then
+		local cl
+		cl=$("$TOOLS/measure" count -b "$B" "$app-counts-changelog" || true)
+		log "$scenario $g $system: changelog $cl (cache_bytes ${CACHE_BYTES:-default})"
+		printf '%s\t%s\t%s\t%s\n' "$scenario" "$g" "${CACHE_BYTES:-default}" \
+			"$(field records "$cl")" >>"$OUT/changelog.tsv"
+	fi
 
 	# latency: steady input while the processor is caught up
 	local lat ready=$dir/latency.ready lpid n=$((LAT_RATE * LAT_SECONDS))
@@ -655,21 +676,22 @@ if want stateless-yaml; then
 	run_one stateless-yaml alo kstreams
 fi
 if want count; then
-	for g in eos alo; do
+	for g in $GUARANTEES; do
 		run_one count "$g" kstreams
 		((JAVA)) && run_one count "$g" java
 	done
 fi
 # the ceiling, on the count input (the same record sizes as every scenario)
-if want stateless || want stateless-yaml || want count || want window; then
-	run_one count eos ceiling
-	run_one count alo ceiling
+if ((CEILING)) && { want stateless || want stateless-yaml || want count || want window; }; then
+	for g in $GUARANTEES; do run_one count "$g" ceiling; done
 fi
 # what the count scenario's Kafka I/O alone costs: the ceiling writing two
 # records per input (an output and a changelog-like record)
-want count && run_one count eos ceiling2
+if ((CEILING)) && want count && [[ " $GUARANTEES " == *" eos "* ]]; then
+	run_one count eos ceiling2
+fi
 if want window; then
-	for g in eos alo; do
+	for g in $GUARANTEES; do
 		((WINDOWS)) && run_one window "$g" kstreams
 		((JAVA)) && run_one window "$g" java
 	done

@@ -195,7 +195,8 @@ static const ks_processor_type agg_type = {
     .name = "aggregate",
     .description = "folds values per key with named init/add functions; "
                    "forwards (key, aggregate)",
-    .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED | KS_PROC_NEEDS_FUNCTIONS,
+    .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED | KS_PROC_NEEDS_FUNCTIONS |
+             KS_PROC_CACHEABLE,
     .config = agg_config,
     .config_count = sizeof agg_config / sizeof agg_config[0],
     .state_version = 1,

@@ -161,7 +161,8 @@ static const ks_processor_type reduce_type = {
     .name = "reduce",
     .description = "combines values per key with a named reducer; forwards "
                    "(key, result)",
-    .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED | KS_PROC_NEEDS_FUNCTIONS,
+    .flags = KS_PROC_NEEDS_STORE | KS_PROC_KEYED | KS_PROC_NEEDS_FUNCTIONS |
+             KS_PROC_CACHEABLE,
     .config = reduce_config,
     .config_count = sizeof reduce_config / sizeof reduce_config[0],
     .state_version = 1,

@@ -142,6 +142,11 @@ typedef struct ks_cfg_node {
     int table_node;               /* 1: `table:` names a node (a count,
                                      aggregate, reduce ...): its store */
     ks_mark table_mark;
+    /* `cache_bytes:` the record cache of a cacheable node (KS_PROC_CACHEABLE,
+     * not windowed), per task; KS_CACHE_DEFAULT_BYTES unless set, 0: off */
+    uint64_t cache_bytes;
+    int cache_set;                /* written in the YAML */
+    ks_mark cache_mark;
     ks_mark mark;       /* of the node's map */
     ks_mark type_mark;  /* of the `type:` value */
     ks_mark name_mark;  /* of the `name:` value */
@@ -174,6 +179,9 @@ typedef struct ks_cfg_http_limits {
                                        busy (slow senders, keep-alive)    */
 } ks_cfg_http_limits;
 
+/* The record cache of a cacheable node, per task, unless `cache_bytes:`
+ * says otherwise (docs/stores.md). */
+#define KS_CACHE_DEFAULT_BYTES UINT64_C(0)
 #define KS_HTTP_MAX_CONNECTIONS_LIMIT 1000 /* below the usual 1024 fds */
 
 typedef enum ks_outbox_backend {

@@ -253,11 +253,11 @@ int ks_cfg_parse_global_tables(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 
 enum {
     N_NAME, N_TYPE, N_FROM, N_CONFIG, N_STORE, N_STORES, N_FUNCTIONS,
-    N_WINDOW, N_REPARTITION, N_TABLE, N_N
+    N_WINDOW, N_REPARTITION, N_TABLE, N_CACHE, N_N
 };
 static const char *const NODE_KEYS[N_N] = {
     "name", "type", "from", "config", "store", "stores", "functions", "window",
-    "repartition", "table"};
+    "repartition", "table", "cache_bytes"};
 
 static int before(const ks_ynode *a, const ks_ynode *b)
 {
@@ -408,6 +408,17 @@ static int parse_node(pctx *c, ks_cfg_node *n, const ks_ynode *map)
         if (want_string(c, f.key[N_TABLE], f.val[N_TABLE], &n->table) != 0)
             return -1;
         n->table_mark = mark_of(c, f.val[N_TABLE]);
+    }
+    if (f.val[N_CACHE]) {
+        char buf[80];
+        if (want_scalar(c, f.key[N_CACHE], f.val[N_CACHE], "a size (e.g. 0, 512KiB, 4MiB)") != 0)
+            return -1;
+        if (ks_parse_size(f.val[N_CACHE]->text, &n->cache_bytes) != 0)
+            return FAIL_AT(c, f.val[N_CACHE],
+                           "expected a size (e.g. 0, 512KiB, 4MiB) for 'cache_bytes', found %s",
+                           found(f.val[N_CACHE], buf, sizeof buf));
+        n->cache_set = 1;
+        n->cache_mark = mark_of(c, f.val[N_CACHE]);
     }
     for (int k = N_NAME; k <= N_FROM; k++)
         if (!f.val[k])

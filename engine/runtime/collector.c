@@ -128,7 +128,8 @@ ks_task_io ks_collector_task_io(ks_collector *c, struct ks_metrics *metrics)
                         .emit = on_emit,
                         .emit_topic = on_emit_topic,
                         .changelog = on_changelog,
-                        .metrics = metrics};
+                        .metrics = metrics,
+                        .cache = 1};
 }
 
 int ks_collector_dead_letter(ks_collector *c, const char *dlq, const rd_kafka_message_t *m,

@@ -12,6 +12,7 @@
 #include "base/fault.h"
 #include "base/log.h"
 #include "runtime/reload.h"
+#include "runtime/task_cache.h"
 
 int ks_committer_init(ks_committer *c, ks_engine *eng, const char *where, ks_assignment *a,
                       ks_collector *out, rd_kafka_t *consumer)
@@ -215,6 +216,49 @@ static int commit_stores(ks_committer *c)
     return 0;
 }
 
+/* Before anything of the commit: the record caches pass on what they owe
+ * (changelog records, outputs), into the batch's transactions. 0, or a
+ * negative ks_err after aborting the batch (a processor asked to retry)
+ * or also stopping the engine (a full map, a processor's KS_FATAL, a sink
+ * that refused a record: replaying cannot mend those). */
+static int flush_caches(ks_committer *c)
+{
+    for (int32_t p = 0; p < c->a->partitions; p++) {
+        ks_task *task = c->a->tasks[p];
+        if (!task || ks_task_cache_count(task) == 0)
+            continue;
+        ks_verdict v = ks_task_flush_caches(task);
+        if (v == KS_OK)
+            continue;
+        char msg[700];
+        const char *why = NULL;
+        int rc = ks_task_batch_error(task, &why);
+        if (rc == KS_ERR_STORE_FULL) {
+            snprintf(msg, sizeof msg, "task %d: %s", (int)p, why ? why : "store map full");
+        } else if (task->sink_err == KS_ERR_INVALID) {
+            rc = KS_ERR_INVALID;
+            snprintf(msg, sizeof msg,
+                     "task %d: a sink refused a record of a record cache (see the log above)",
+                     (int)p);
+        } else if (v == KS_RETRY) {
+            snprintf(msg, sizeof msg,
+                     "task %d: a processor asked to retry while the record caches were "
+                     "flushed", (int)p);
+            ks_committer_abort(c, msg);
+            return KS_ERR_IO;
+        } else {
+            rc = KS_ERR_STATE;
+            snprintf(msg, sizeof msg,
+                     "task %d: a processor failed while the record caches were flushed (see "
+                     "its log above)", (int)p);
+        }
+        ks_committer_abort(c, msg);
+        ks_engine_fail(c->eng, c->where, "%s", msg);
+        return rc;
+    }
+    return 0;
+}
+
 /* Before the Kafka commit: checkpoints written, and room left for LMDB's
  * own commit (ks_store_prepare_commit), so that a full map stops the
  * engine while the batch can still be aborted. 0, or the store's ks_err
@@ -352,7 +396,9 @@ int ks_committer_commit(ks_committer *c)
     int64_t started = ks_mono_ms();
     int64_t processing = started - c->batch_started_ms;
     size_t records = c->batch_records;
-    int rc = c->eos ? commit_eos(c) : commit_alo(c);
+    int rc = flush_caches(c);
+    if (rc == 0)
+        rc = c->eos ? commit_eos(c) : commit_alo(c);
     if (rc == 0 && records > 0)
         ks_reload_note_commit(c->eng->reload); /* the running builds are good ones */
     c->commit_seconds += (double)(ks_mono_ms() - started) / 1000.0;

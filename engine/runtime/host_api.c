@@ -20,6 +20,7 @@
 #include "outbox/outbox.h"
 #include "outbox/outbox_requests.h"
 #include "runtime/task.h"
+#include "runtime/task_cache.h"
 
 /* A host-owned buffer for named functions' outputs. */
 struct ks_buf {
@@ -145,6 +146,8 @@ static int api_forward(ks_ctx *ctx, const ks_record *rec)
     if (ctx->phase != KS_PHASE_PROCESS && ctx->phase != KS_PHASE_PUNCTUATE)
         return KS_ERR_STATE;
     const ks_topo_node *n = ctx->node;
+    if (ctx->phase == KS_PHASE_PROCESS && ks_task_cache_on(ctx->task, n))
+        return ks_task_cache_forward(ctx->task, n, rec); /* passed on later */
     int rc = 0;
     for (size_t c = 0; c < n->child_count && rc == 0; c++)
         rc = ks_task_dispatch(ctx->task, n, &ctx->task->topo->nodes[n->children[c]], rec);
@@ -239,7 +242,14 @@ static int store_write(ks_store *st, ks_bytes key, const ks_bytes *value)
     int rc = ks_task_begin(task);
     if (rc == 0)
         rc = value ? ks_store_put(st->db, key, *value) : ks_store_del(st->db, key);
-    if (rc == 0 && task->io.changelog && task->topo->pipeline->stores[st->index].changelog)
+    int owed = 0;
+    if (rc == 0) {
+        owed = ks_task_cache_store(task, st->ctx, (int)(st - st->ctx->stores), key);
+        if (owed < 0)
+            rc = owed;
+    }
+    if (rc == 0 && !owed && task->io.changelog &&
+        task->topo->pipeline->stores[st->index].changelog)
         rc = task->io.changelog(task->io.arg, task, st->index, key, value);
     if (rc != 0)
         task->verdict = task->verdict > KS_RETRY ? task->verdict : KS_RETRY;
@@ -449,8 +459,9 @@ static int api_outbox_enqueue(ks_ctx *ctx, const char *outbox, ks_bytes user,
         return KS_ERR_INVALID;
     ks_task *task = ctx->task;
     const ks_record *in = task->current;
-    if (ctx->phase != KS_PHASE_PROCESS || !in || !in->topic || in->offset < 0)
-        return KS_ERR_STATE;
+    if (ctx->phase != KS_PHASE_PROCESS || !in || !in->topic || in->offset < 0 ||
+        task->in_cache_flush)
+        return KS_ERR_STATE; /* below a record cache: docs/stores.md */
     const ks_pipeline *p = task->topo->pipeline;
     if (!p->outbox || strcmp(p->outbox->name, outbox) != 0)
         return KS_ERR_NOT_FOUND;

@@ -19,6 +19,7 @@
 #include "base/fault.h"
 #include "runtime/host_json.h"
 #include "runtime/table.h"
+#include "runtime/task_cache.h"
 #include "base/log.h"
 #include "base/fs.h"
 #include "state/layout.h"
@@ -189,6 +190,10 @@ int ks_task_create(const ks_topology *topo, int32_t partition, const ks_task_io 
     if (!task->ctxs || !task->live || !task->next || !task->sub_time ||
         open_stores(task, err, errlen) != 0)
         goto fail;
+    if (ks_task_cache_open(task) != 0) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     for (size_t i = 0; i < topo->node_count; i++)
         if (topo->nodes[i].kind == KS_NODE_PROCESSOR &&
             init_ctx(task, &topo->nodes[i], err, errlen) != 0)
@@ -211,6 +216,7 @@ void ks_task_destroy(ks_task *task)
             stop_ctx(task->live[i]);
         stop_ctx(&task->ctxs[i]);
     }
+    ks_task_cache_free(task);
     free(task->ctxs);
     free(task->sub_time);
     free(task->live);
@@ -412,6 +418,7 @@ int ks_task_commit_stores(ks_task *task)
 
 void ks_task_abort_stores(ks_task *task)
 {
+    ks_task_cache_clear(task);
     migrations_end(task, 0);
     if (!task->env)
         return;

@@ -37,6 +37,10 @@ typedef struct ks_task_io {
     /* The process's global tables (global_table.h), borrowed; NULL when
      * the pipeline has none: a global store then reads as empty. */
     struct ks_global *global;
+    /* Non-zero: nodes with `cache_bytes` get a record cache and the owner
+     * calls ks_task_flush_caches before each commit (task_cache.h); 0:
+     * every update is passed on at once (the test driver). */
+    int cache;
 } ks_task_io;
 
 /* Phases: which host calls are allowed (checked where a call enters). */
@@ -134,6 +138,15 @@ struct ks_task {
      * prepared one) and the prepared ctx waiting for the swap (or NULL) */
     struct ks_ctx **live;
     struct ks_ctx **next;
+    /* per node: its record cache (task_cache.h), or NULL; NULL when no
+     * node has one */
+    struct ks_cache **caches;
+    /* > 0 while a record cache passes records on (task_cache.c): the
+     * outbox refuses events then, their ids derive from the source record
+     * and a flushed record is not the one being processed */
+    int in_cache_flush;
+    /* cache counters already published as metrics (worker_metrics.c) */
+    uint64_t cache_published[3];
 };
 
 /* The host API table the engine hands to plugins. Static, process-wide. */

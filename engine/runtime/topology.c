@@ -404,6 +404,13 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
     if ((tn->ptype->flags & KS_PROC_NEEDS_FUNCTIONS) && n->function_count == 0)
         return ks_mark_fail(err, errlen, &n->mark,
                             "node '%s': type '%s' needs `functions:`", n->name, n->type);
+    if ((tn->ptype->flags & KS_PROC_CACHEABLE) && n->window.count == 0)
+        tn->cache_bytes = n->cache_set ? n->cache_bytes : KS_CACHE_DEFAULT_BYTES;
+    else if (n->cache_set && n->cache_bytes > 0)
+        return ks_mark_fail(err, errlen, &n->cache_mark,
+                            "node '%s': type '%s'%s has no record cache; remove `cache_bytes` "
+                            "(or set it to 0)",
+                            n->name, n->type, n->window.count ? " with `window:`" : "");
     tn->stores = calloc(n->store_count + 1, sizeof *tn->stores);
     tn->fns = calloc(n->function_count + 1, sizeof *tn->fns);
     if (!tn->stores || !tn->fns)

@@ -46,6 +46,9 @@ typedef struct ks_topo_node {
     int *stores; /* indexes into ks_topology.pipeline->stores */
     size_t store_count;
     int sub; /* sub-topology (repartition.h): parts joined by no edge */
+    /* the record cache's size per task (task_cache.h); 0: none (the type
+     * is not KS_PROC_CACHEABLE, the node is windowed, or `cache_bytes: 0`) */
+    uint64_t cache_bytes;
 } ks_topo_node;
 
 typedef struct ks_topology {

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "http/metrics.h"
+#include "runtime/cache.h"
 
 int ks_worker_metrics_init(ks_worker_metrics *m, struct ks_metrics *registry, const char *where,
                            int id, const ks_assignment *a, rd_kafka_t *consumer)
@@ -56,6 +57,26 @@ void ks_worker_metrics_task_counts(ks_worker_metrics *m, int32_t p)
                    (double)(task->records_out - m->published_out[p]));
     m->published_in[p] = task->records_in;
     m->published_out[p] = task->records_out;
+    if (!task->caches)
+        return;
+    /* the record caches of the task's nodes, summed */
+    static const char *const names[3] = {"kstreams_cache_folds_total",
+                                         "kstreams_cache_flushed_total",
+                                         "kstreams_cache_evictions_total"};
+    uint64_t now[3] = {0, 0, 0};
+    for (size_t i = 0; i < task->topo->node_count; i++) {
+        const ks_cache *c = task->caches[i];
+        if (c) {
+            now[0] += c->folds;
+            now[1] += c->flushed;
+            now[2] += c->evictions;
+        }
+    }
+    ks_task *t = m->a->tasks[p];
+    for (int k = 0; k < 3; k++) {
+        ks_metrics_add(m->registry, names[k], l, (double)(now[k] - t->cache_published[k]));
+        t->cache_published[k] = now[k];
+    }
 }
 
 /* Where a partition that has delivered nothing since its assignment

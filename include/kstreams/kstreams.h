@@ -56,7 +56,10 @@
  *       ks_host_api.skip_reason: why a record is poison, for the log
  *       and the dead letter; ks_host_api.input_checked: whether the
  *       engine has checked the values' bytes against a json serde before
- *       process(). Plugins of 1.0-1.5 load as before.
+ *       process(); and
+ *       KS_PROC_CACHEABLE: the engine may fold a node's updates of a key
+ *       within a commit (the record cache, `cache_bytes`); plugins of
+ *       1.0-1.5 load as before, without a cache.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -281,6 +284,15 @@ typedef struct ks_config_field {
                                         its input's: a KEYED node (or one with
                                         a store) downstream reads them through
                                         a repartition topic the engine adds  */
+#define KS_PROC_CACHEABLE 0x10u      /* (1.6) process() writes its store under
+                                        the record's key and forwards that
+                                        key's new value, each update
+                                        superseding the ones before: unless
+                                        windowed, the engine may keep a key's
+                                        updates in a record cache and pass on
+                                        only the latest per commit (the
+                                        changelog record and the forward;
+                                        docs/stores.md, `cache_bytes`)        */
 
 typedef struct ks_processor_type {
     size_t struct_size; /* sizeof(ks_processor_type) at build time */

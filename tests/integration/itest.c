@@ -180,7 +180,10 @@ static char *dup_bytes(const void *p, size_t n)
     return c;
 }
 
-int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msgs *out)
+/* Read `topic` until done(out, arg) and nothing more came for idle_ms, or
+ * max_ms passed. */
+static int consume_until(const char *topic, int (*done)(const it_msgs *, void *), void *arg,
+                         int idle_ms, int max_ms, it_msgs *out)
 {
     char group[256];
     it_unique(group, sizeof group, "itest-reader");
@@ -220,7 +223,7 @@ int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msg
     rd_kafka_topic_partition_list_destroy(l);
     int64_t start = it_now_ms(), last = start;
     while (it_now_ms() - start < max_ms) {
-        if (out->count >= expect && it_now_ms() - last >= idle_ms)
+        if (done(out, arg) && it_now_ms() - last >= idle_ms)
             break;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (!m)
@@ -259,6 +262,88 @@ int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msg
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return 0;
+}
+
+static int count_reached(const it_msgs *out, void *arg)
+{
+    return out->count >= *(const size_t *)arg;
+}
+
+int it_consume(const char *topic, size_t expect, int idle_ms, int max_ms, it_msgs *out)
+{
+    return consume_until(topic, count_reached, &expect, idle_ms, max_ms, out);
+}
+
+typedef struct counts_goal {
+    const long *want;
+    int keys;
+    const char *key_fmt;
+    long *last; /* per key, the last value read */
+    size_t seen; /* outputs looked at so far */
+    int reached; /* keys whose last value is want[k] */
+} counts_goal;
+
+static int counts_reached(const it_msgs *out, void *arg)
+{
+    counts_goal *g = arg;
+    for (; g->seen < out->count; g->seen++) {
+        const it_msg *m = &out->items[g->seen];
+        int k = -1;
+        if (!m->key || sscanf(m->key, g->key_fmt, &k) != 1 || k < 0 || k >= g->keys ||
+            m->value_len != 8)
+            continue;
+        long c = (long)ks_int64_decode(m->value);
+        g->reached += (c == g->want[k]) - (g->last[k] == g->want[k]);
+        g->last[k] = c;
+    }
+    int goal = 0;
+    for (int k = 0; k < g->keys; k++)
+        goal += g->want[k] > 0;
+    return g->reached >= goal;
+}
+
+int it_consume_counts(const char *topic, const long *want, int keys, const char *key_fmt,
+                      int idle_ms, int max_ms, it_msgs *out)
+{
+    counts_goal g = {want, keys, key_fmt, calloc((size_t)keys, sizeof(long)), 0, 0};
+    if (!g.last)
+        return -1;
+    int rc = consume_until(topic, counts_reached, &g, idle_ms, max_ms, out);
+    free(g.last);
+    return rc;
+}
+
+void it_check_count_folded(const it_msgs *out, const long *want, int keys,
+                           const char *key_fmt, long *folded, long *repeats, long *foreign,
+                           int *wrong_keys)
+{
+    long *last = calloc((size_t)keys, sizeof *last);
+    if (!last) {
+        fprintf(stderr, "it_check_count_folded: out of memory\n");
+        abort();
+    }
+    *folded = *repeats = *foreign = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        const it_msg *m = &out->items[i];
+        int k = -1;
+        if (!m->key || sscanf(m->key, key_fmt, &k) != 1)
+            k = -1;
+        if (k < 0 || k >= keys || m->value_len != 8) {
+            (*foreign)++;
+            continue;
+        }
+        long c = (long)ks_int64_decode(m->value);
+        if (c <= last[k] || c > want[k])
+            (*repeats)++;
+        else
+            *folded += c - last[k] - 1;
+        if (c > last[k])
+            last[k] = c;
+    }
+    *wrong_keys = 0;
+    for (int k = 0; k < keys; k++)
+        *wrong_keys += last[k] != want[k];
+    free(last);
 }
 
 void it_msgs_free(it_msgs *m)

@@ -65,6 +65,21 @@ void it_check_count_sequences(const it_msgs *out, const long *want, int keys,
                               const char *key_fmt, long *gaps, long *repeats,
                               long *foreign, int *wrong_keys);
 
+/* Read `topic` like it_consume until every key k of a count with
+ * want[k] > 0 has shown the value want[k] (the key format as below). */
+int it_consume_counts(const char *topic, const long *want, int keys, const char *key_fmt,
+                      int idle_ms, int max_ms, it_msgs *out);
+
+/* The same check for a count whose record cache folds updates (the
+ * default, docs/stores.md): per key the values must rise strictly and end
+ * at want[k]. *repeats counts values not above the key's last one or above
+ * want[k] (a duplicate, or an update that was never input); *folded the
+ * updates folded away (values skipped), which is no error; *foreign and
+ * *wrong_keys as above. */
+void it_check_count_folded(const it_msgs *out, const long *want, int keys,
+                           const char *key_fmt, long *folded, long *repeats, long *foreign,
+                           int *wrong_keys);
+
 /* Write a file from a format. 0 or -1. */
 int it_write_file(const char *path, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

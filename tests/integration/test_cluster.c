@@ -191,6 +191,7 @@ static void kill_and_restart(const char *role, const char *lookup, int *kills)
 
 static void write_pipeline(void)
 {
+    /* cache_bytes: 0: the checks below see every update of the count */
     it_write_file(yaml,
                   "application: %s\n"
                   /* a coordinator moves in 7-14 s here (the broker's 9 s session
@@ -208,7 +209,7 @@ static void write_pipeline(void)
                   "sources:\n"
                   "  views: { topic: %s, key: string, value: json }\n"
                   "nodes:\n"
-                  "  - { name: per_user, type: count, from: views, store: counts }\n"
+                  "  - { name: per_user, type: count, from: views, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n"
                   "  - { from: per_user, topic: %s, key: string, value: int64, create: true }\n",
                   app, it_bootstrap(), STALL_LIMIT_S, metrics_port, dir, KS_TEST_BUILDDIR,

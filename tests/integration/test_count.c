@@ -8,7 +8,9 @@
  *   3. state directory deleted                    -> full restore, counts go on
  *   4. a second process joins mid-stream, leaves  -> still exact
  * After each phase the output topic (read_committed) must hold, per key,
- * exactly the counts 1, 2, 3, ... n with no gap and no repeat.
+ * rising counts ending at n, no repeat: the record cache (when a pipeline turns it on)
+ * folds a key's updates within a commit, so values may be skipped; the
+ * outputs are fewer than the inputs, never more.
  */
 #include <CUnit/CUnit.h>
 #include <stdio.h>
@@ -68,33 +70,34 @@ static void write_pipeline(const char *yaml, const char *state)
                   app, it_bootstrap(), state, KS_TEST_BUILDDIR, in_topic, out_topic);
 }
 
-/* Read the whole output and check every key's sequence 1..expected.
- * Returns the number of keys whose sequence is wrong. */
+/* Read the whole output and check every key's sequence: rising, ending at
+ * its expected count. Returns the number of keys whose sequence is wrong. */
 static int check_sequences(const char *phase)
 {
     it_msgs out = {0};
-    it_consume(out_topic, (size_t)produced, 2000, 180000, &out);
-    long gaps, repeats, foreign;
+    it_consume_counts(out_topic, expected_count, KEYS, "user-%d", 2000, 180000, &out);
+    long folded, repeats, foreign;
     int wrong_keys;
-    it_check_count_sequences(&out, expected_count, KEYS, "user-%d", &gaps, &repeats,
-                             &foreign, &wrong_keys);
-    printf("\n  [%s] %zu outputs for %ld inputs: %ld gaps, %ld repeats, %ld foreign, "
-           "%d keys with a wrong final count\n",
-           phase, out.count, produced, gaps, repeats, foreign, wrong_keys);
-    CU_ASSERT_EQUAL(out.count, (size_t)produced);
-    CU_ASSERT_EQUAL(gaps, 0);
+    it_check_count_folded(&out, expected_count, KEYS, "user-%d", &folded, &repeats,
+                          &foreign, &wrong_keys);
+    printf("\n  [%s] %zu outputs for %ld inputs: %ld updates folded, %ld repeats, "
+           "%ld foreign, %d keys with a wrong final count\n",
+           phase, out.count, produced, folded, repeats, foreign, wrong_keys);
+    CU_ASSERT(out.count <= (size_t)produced);
+    CU_ASSERT_EQUAL(out.count + (size_t)folded, (size_t)produced);
     CU_ASSERT_EQUAL(repeats, 0);
     CU_ASSERT_EQUAL(foreign, 0);
     CU_ASSERT_EQUAL(wrong_keys, 0);
     it_msgs_free(&out);
-    return wrong_keys + (int)gaps + (int)repeats;
+    return wrong_keys + (int)repeats;
 }
 
-/* Wait until the output topic holds `n` records (read_committed). */
+/* Wait until every key's output reached its expected count (read_committed). */
 static void wait_outputs(long n)
 {
+    (void)n;
     it_msgs out = {0};
-    it_consume(out_topic, (size_t)n, 200, 180000, &out);
+    it_consume_counts(out_topic, expected_count, KEYS, "user-%d", 200, 180000, &out);
     it_msgs_free(&out);
 }
 

@@ -38,6 +38,7 @@ static void make_view(int i, char *key, size_t klen, char *value, size_t vlen,
 static void write_pipeline(const char *yaml, const char *app, const char *source,
                            const char *source_extra, const char *sink, const char *state)
 {
+    /* cache_bytes: 0: the checks below see every update of the count */
     it_write_file(yaml,
                   "application: %s\n"
                   "kafka: { bootstrap: [%s] }\n"
@@ -49,7 +50,7 @@ static void write_pipeline(const char *yaml, const char *app, const char *source
                   "sources:\n"
                   "  views: { topic: %s, key: string, value: json%s }\n"
                   "nodes:\n"
-                  "  - { name: per_user, type: count, from: views, store: counts }\n"
+                  "  - { name: per_user, type: count, from: views, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n"
                   "  - { from: per_user, topic: %s, key: string, value: int64, create: true }\n",
                   app, it_bootstrap(), state, KS_TEST_BUILDDIR, source, source_extra, sink);

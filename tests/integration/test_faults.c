@@ -48,12 +48,14 @@ static void setup(scenario *s, const char *name)
     CU_ASSERT_FATAL(it_create_topic(s->in, 4) == 0);
     snprintf(s->yaml, sizeof s->yaml, "%s/p.yaml", s->dir);
     snprintf(s->log, sizeof s->log, "%s/engine.log", s->dir);
+    /* cache_bytes: 0: the checks below see every update of the count */
     it_write_file(s->yaml,
                   "application: %s\nkafka: { bootstrap: [%s] }\nguarantee: exactly-once\n"
                   "commit_interval_ms: 100\nworkers: 1\nstate_dir: %s/state\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
-                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "nodes:\n"
+                  "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 4 }\n",
                   s->app, it_bootstrap(), s->dir, KS_TEST_BUILDDIR, s->in, s->out);

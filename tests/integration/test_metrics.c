@@ -40,11 +40,13 @@ static void test_metrics_endpoint(void)
     int port = it_port_base(1);
     snprintf(yaml, sizeof yaml, "%s/p.yaml", dir);
     snprintf(log, sizeof log, "%s/engine.log", dir);
+    /* cache_bytes: 0: the checks below see every update of the count */
     it_write_file(yaml,
                   "application: %s\nkafka: { bootstrap: [%s] }\nworkers: 2\n"
                   "metrics: 127.0.0.1:%d\nstate_dir: %s/state\nplugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
-                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "nodes:\n"
+                  "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 4 }\n",
                   app, it_bootstrap(), port, dir, KS_TEST_BUILDDIR, in, out);

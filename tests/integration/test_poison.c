@@ -52,11 +52,13 @@ static void setup(run *r, const char *policy)
     CU_ASSERT_FATAL(it_produce(r->in, N, make_rec, NULL) == 0);
     snprintf(r->yaml, sizeof r->yaml, "%s/p.yaml", r->dir);
     snprintf(r->log, sizeof r->log, "%s/engine.log", r->dir);
+    /* cache_bytes: 0: the checks below see every update of the count */
     it_write_file(r->yaml,
                   "application: %s\nkafka: { bootstrap: [%s] }\nguarantee: exactly-once\n"
                   "poison: %s\nstate_dir: %s/state\nplugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
-                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "nodes:\n"
+                  "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 2 }\n",
                   r->app, it_bootstrap(), policy, r->dir, KS_TEST_BUILDDIR, r->in, r->out);

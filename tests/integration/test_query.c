@@ -92,6 +92,7 @@ static void test_query_running_and_stopped(void)
     CU_ASSERT_FATAL(it_create_topic(in_topic, 2) == 0);
     snprintf(yaml, sizeof yaml, "%s/pipeline.yaml", dir);
     snprintf(log_a, sizeof log_a, "%s/engine.log", dir);
+    /* cache_bytes: 0: the checks below see every update of the count */
     it_write_file(yaml,
                   "application: %s\n"
                   "kafka: { bootstrap: [%s] }\n"
@@ -102,7 +103,7 @@ static void test_query_running_and_stopped(void)
                   "sources:\n"
                   "  in: { topic: %s, key: string, value: string }\n"
                   "nodes:\n"
-                  "  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n"
                   "  - { from: per_key, topic: %s, key: string, value: int64, create: true }\n",
                   app, it_bootstrap(), dir, KS_TEST_BUILDDIR, in_topic, out_topic);

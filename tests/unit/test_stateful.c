@@ -18,7 +18,9 @@
 
 #include "config/config.h"
 #include "state/store.h"
+#include "runtime/cache.h"
 #include "runtime/task.h"
+#include "runtime/task_cache.h"
 #include "runtime/topology.h"
 #include "unit/test_util.h"
 
@@ -66,6 +68,8 @@ typedef struct harness {
 } harness;
 
 static harness H; /* large: not on the stack */
+/* the io of the next h_start: 1 = with record caches, as a worker's */
+static int H_CACHE;
 
 static void *dup_mem(const void *p, size_t n)
 {
@@ -179,7 +183,8 @@ static void h_start(harness *h, const char *body)
         fprintf(stderr, "\ntopology: %s\n", err);
     CU_ASSERT_EQUAL_FATAL(rc, 0);
 
-    h->io = (ks_task_io){.arg = h, .emit = capture_emit, .changelog = capture_changelog};
+    h->io = (ks_task_io){
+        .arg = h, .emit = capture_emit, .changelog = capture_changelog, .cache = H_CACHE};
     rc = ks_task_create(h->topo, 0, &h->io, &h->task, err, sizeof err);
     if (rc != 0)
         fprintf(stderr, "\ntask: %s\n", err);
@@ -818,6 +823,199 @@ static void test_page_views_pipeline(void)
     h_stop(h);
 }
 
+
+/* ---- the record cache (cache.h, task_cache.h) ---------------------------- */
+
+static ks_record cache_rec(const char *key, const char *value)
+{
+    return (ks_record){.key = key, .key_len = strlen(key), .value = value,
+                       .value_len = strlen(value), .topic = "in", .partition = 0,
+                       .offset = 7};
+}
+
+/* The data structure alone: a key updated again is folded and becomes the
+ * newest; over its size the oldest comes out first. */
+static void test_cache_fold_evict(void)
+{
+    ks_cache *c = ks_cache_new(1 << 20);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    ks_record a1 = cache_rec("a", "1"), b1 = cache_rec("b", "1"), a2 = cache_rec("a", "22");
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &a1), 0);
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &b1), 0);
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"a", 1}, 0), 0);
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &a2), 0);
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"x", 1}, 32), KS_ERR_INVALID);
+    CU_ASSERT_EQUAL(c->count, 2);
+    CU_ASSERT_EQUAL(c->updates, 3); /* the store write of a is part of its update */
+    CU_ASSERT_EQUAL(c->folds, 1);
+    /* order of the latest update: b, then a with its latest value */
+    CU_ASSERT_EQUAL_FATAL(c->oldest->rec.key_len, 1);
+    CU_ASSERT_EQUAL(memcmp(c->oldest->rec.key, "b", 1), 0);
+    CU_ASSERT_EQUAL(memcmp(c->newest->rec.value, "22", 2), 0);
+    CU_ASSERT_EQUAL(c->newest->dirty_stores, 1u);
+    CU_ASSERT_STRING_EQUAL(c->newest->rec.topic, "in");
+    CU_ASSERT_PTR_NULL(ks_cache_over(c));
+    /* values past the inline buffer, shrinking, growing, with headers */
+    const char *big = "a value longer than sixteen bytes";
+    ks_header hd = {"h", "hv", 2};
+    ks_record b2 = cache_rec("b", big), b3 = cache_rec("b", "shorter than the first one");
+    b3.headers = &hd;
+    b3.header_count = 1;
+    ks_record b4 = cache_rec("b", "0123456789abcdef0123456789abcdef0123456789");
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &b2), 0);
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &b3), 0);
+    CU_ASSERT_EQUAL(memcmp(c->newest->rec.value, b3.value, b3.value_len), 0);
+    CU_ASSERT_EQUAL(c->newest->rec.value_len, b3.value_len);
+    CU_ASSERT_EQUAL_FATAL(c->newest->rec.header_count, 1);
+    CU_ASSERT_STRING_EQUAL(c->newest->rec.headers[0].name, "h");
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &b4), 0);
+    CU_ASSERT_EQUAL(c->newest->rec.value_len, b4.value_len);
+    CU_ASSERT_EQUAL(memcmp(c->newest->rec.value, b4.value, b4.value_len), 0);
+    CU_ASSERT_EQUAL(c->newest->rec.header_count, 0);
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &b1), 0); /* back to the inline buffer */
+    CU_ASSERT_EQUAL(memcmp(c->newest->rec.value, "1", 1), 0);
+    CU_ASSERT_EQUAL(c->folds, 5);
+    CU_ASSERT_EQUAL(c->count, 2);
+    /* a is the oldest again */
+    CU_ASSERT_EQUAL(memcmp(c->oldest->rec.key, "a", 1), 0);
+    ks_record a3 = cache_rec("a", "22");
+    CU_ASSERT_EQUAL(ks_cache_put_record(c, &a3), 0);
+    /* many keys: the hash grows, every key found */
+    char k[16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        ks_record r = cache_rec(k, "v");
+        CU_ASSERT_EQUAL(ks_cache_put_record(c, &r), 0);
+    }
+    CU_ASSERT_EQUAL(c->count, 1002);
+    for (int i = 0; i < 1000; i += 97) {
+        snprintf(k, sizeof k, "k%d", i);
+        CU_ASSERT_PTR_NOT_NULL(ks_cache_find(c, (ks_bytes){k, strlen(k)}));
+    }
+    /* shrink the size: the oldest (b) is over first, then a */
+    c->max_bytes = c->bytes - 1;
+    ks_cache_entry *e = ks_cache_over(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(memcmp(e->rec.key, "b", 1), 0);
+    ks_cache_take(c, e);
+    ks_cache_entry_free(e);
+    CU_ASSERT_PTR_NULL(ks_cache_over(c));
+    CU_ASSERT_PTR_NULL(ks_cache_find(c, (ks_bytes){"b", 1}));
+    CU_ASSERT_EQUAL(memcmp(c->oldest->rec.key, "a", 1), 0);
+    ks_cache_clear(c);
+    CU_ASSERT_EQUAL(c->count, 0);
+    CU_ASSERT_EQUAL(c->bytes, 0);
+    CU_ASSERT_PTR_NULL(ks_cache_find(c, (ks_bytes){"a", 1}));
+    ks_cache_free(c);
+}
+
+/* A count with its cache: nothing leaves until the flush, then one output
+ * and one changelog record per key with its latest count, in the order of
+ * the keys' last updates; an aborted batch leaves nothing owed. */
+static void test_cache_count_flush(void)
+{
+    harness *h = &H;
+    H_CACHE = 1;
+    h_start(h, COUNT_YAML);
+    H_CACHE = 0;
+    int s = store_index(h, "counts");
+    const char *keys[] = {"a", "b", "a", "a", "c", "b"};
+    for (size_t i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(feed_ts(h, keys[i], "x", 5000 + (int64_t)i), KS_OK);
+    CU_ASSERT_EQUAL(h->nout, 0);
+    CU_ASSERT_EQUAL(h->ncl, 0);
+    CU_ASSERT_EQUAL(stored_count(h, s, "a"), 3); /* the store has every update */
+    CU_ASSERT_EQUAL(ks_task_cache_count(h->task), 3);
+    CU_ASSERT_EQUAL(ks_task_flush_caches(h->task), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_cache_count(h->task), 0);
+    CU_ASSERT_EQUAL_FATAL(h->nout, 3);
+    CU_ASSERT(out_is_count(h, 0, "a", 3));
+    CU_ASSERT_EQUAL(h->out[0].timestamp, 5003); /* the latest update's */
+    CU_ASSERT(out_is_count(h, 1, "c", 1));
+    CU_ASSERT(out_is_count(h, 2, "b", 2));
+    CU_ASSERT_EQUAL_FATAL(h->ncl, 3);
+    CU_ASSERT_EQUAL(memcmp(h->cl[0].key, "a", 1), 0);
+    CU_ASSERT_EQUAL(ks_int64_decode(h->cl[0].value), 3);
+    CU_ASSERT_EQUAL(memcmp(h->cl[2].key, "b", 1), 0);
+    commit(h);
+    CU_ASSERT_EQUAL(ks_task_checkpoint(h->task, s), 2 + 1);
+    assert_store_matches_changelog(h, s);
+
+    /* an aborted batch: its updates are dropped with the store's */
+    clear_out(h);
+    CU_ASSERT_EQUAL(feed(h, "a", "x"), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_cache_count(h->task), 1);
+    abort_batch(h);
+    CU_ASSERT_EQUAL(ks_task_cache_count(h->task), 0);
+    CU_ASSERT_EQUAL(feed(h, "a", "x"), KS_OK);
+    CU_ASSERT_EQUAL(ks_task_flush_caches(h->task), KS_OK);
+    CU_ASSERT_EQUAL_FATAL(h->nout, 1);
+    CU_ASSERT(out_is_count(h, 0, "a", 4));
+    commit(h);
+    assert_store_matches_changelog(h, s);
+    h_stop(h);
+}
+
+/* A cache too small for three keys passes the oldest on at once (its
+ * changelog record, then its output); `cache_bytes: 0` passes every
+ * update on; a windowed node has no cache to size. */
+static void test_cache_evict_and_off(void)
+{
+    harness *h = &H;
+    H_CACHE = 1;
+    h_start(h, "sources:\n"
+               "  in: { topic: in, key: string, value: string }\n"
+               "nodes:\n"
+               "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 250 }\n"
+               "  - { name: all, type: count, from: in, store: all, cache_bytes: 0 }\n"
+               "sinks:\n"
+               "  - { name: out, from: per_key, topic: out, key: string, value: int64 }\n");
+    H_CACHE = 0;
+    int s = store_index(h, "counts");
+    CU_ASSERT_EQUAL(feed(h, "a", "x"), KS_OK);
+    CU_ASSERT_EQUAL(feed(h, "b", "x"), KS_OK);
+    CU_ASSERT_EQUAL(feed(h, "a", "x"), KS_OK);
+    CU_ASSERT_EQUAL(h->nout, 0);
+    CU_ASSERT_EQUAL(h->ncl, 3); /* the uncached node's three updates */
+    CU_ASSERT_EQUAL(feed(h, "c", "x"), KS_OK); /* b, the oldest, must go */
+    CU_ASSERT_EQUAL_FATAL(h->nout, 1);
+    CU_ASSERT(out_is_count(h, 0, "b", 1));
+    CU_ASSERT_EQUAL(h->task->caches[h->topo->nodes[1].index]->evictions, 1);
+    CU_ASSERT_EQUAL(ks_task_flush_caches(h->task), KS_OK);
+    CU_ASSERT_EQUAL_FATAL(h->nout, 3);
+    CU_ASSERT(out_is_count(h, 1, "a", 2));
+    CU_ASSERT(out_is_count(h, 2, "c", 1));
+    size_t counts_records = 0;
+    for (size_t i = 0; i < h->ncl; i++)
+        counts_records += h->cl[i].store == s;
+    CU_ASSERT_EQUAL(counts_records, 3);
+    CU_ASSERT_EQUAL(h->ncl, 3 + 4);
+    commit(h);
+    assert_store_matches_changelog(h, s);
+    h_stop(h);
+
+    ks_pipeline *p = NULL;
+    char err[1024] = "";
+    const char *windowed =
+        "application: a\nkafka: { bootstrap: 127.0.0.1:9092 }\n"
+        "plugin_path: [\"" PLUGINS_DIR "\"]\n"
+        "sources:\n  in: { topic: in, key: string, value: string }\n"
+        "nodes:\n"
+        "  - { name: w, type: count, from: in, store: w, cache_bytes: 1MiB,\n"
+        "      window: { kind: tumbling, size: 1m } }\n"
+        "sinks:\n  - { from: w, topic: o, key: string, value: int64 }\n";
+    int rc = ks_pipeline_parse("w.yaml", windowed, strlen(windowed), &p, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "\nparse: %s\n", err);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    char tmp[] = "/tmp/ks-cache-test-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp));
+    ks_topology *t = NULL;
+    CU_ASSERT_NOT_EQUAL(ks_topology_build(p, ks_host_api_table(), tmp, &t, err, sizeof err), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "with `window:` has no record cache"));
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 void ks_test_register_stateful(void)
 {
     CU_pSuite s = CU_add_suite("stateful", NULL, NULL);
@@ -833,4 +1031,7 @@ void ks_test_register_stateful(void)
     CU_add_test(s, "drop_bots drops bots and non-views", test_drop_bots);
     CU_add_test(s, "drop_bots refuses an empty marker", test_drop_bots_empty_marker);
     CU_add_test(s, "examples/page-views/pipeline.yaml", test_page_views_pipeline);
+    CU_add_test(s, "record cache: fold, order, evict", test_cache_fold_evict);
+    CU_add_test(s, "record cache: count flushes latest per key, abort drops", test_cache_count_flush);
+    CU_add_test(s, "record cache: evicts oldest; 0 = off; not windowed", test_cache_evict_and_off);
 }
