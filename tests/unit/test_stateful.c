@@ -352,6 +352,15 @@ static const char *COUNT_YAML =
     "sinks:\n"
     "  - { name: out, from: per_key, topic: out, key: string, value: int64 }\n";
 
+/* The same count with a record cache (off by default). */
+static const char *COUNT_CACHED_YAML =
+    "sources:\n"
+    "  in: { topic: in, key: string, value: string }\n"
+    "nodes:\n"
+    "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 1MiB }\n"
+    "sinks:\n"
+    "  - { name: out, from: per_key, topic: out, key: string, value: int64 }\n";
+
 static void test_count(void)
 {
     harness *h = &H;
@@ -916,7 +925,7 @@ static void test_cache_count_flush(void)
 {
     harness *h = &H;
     H_CACHE = 1;
-    h_start(h, COUNT_YAML);
+    h_start(h, COUNT_CACHED_YAML);
     H_CACHE = 0;
     int s = store_index(h, "counts");
     const char *keys[] = {"a", "b", "a", "a", "c", "b"};
