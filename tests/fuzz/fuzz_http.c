@@ -3,9 +3,11 @@
  * the outbox's ingest server and the metrics server) in-process, spoken to
  * in raw bytes: each input's first byte picks a server (the outbox without
  * a token, the outbox with one, the metrics endpoint), the rest is sent as
- * is on a new loopback connection, then the write side is shut down. The
- * server must answer with an HTTP/1.x status line or close the connection,
- * within the limits (idle 1 s, deadline 1 s, 64 connections); it never crashes or leaks.
+ * is on a new loopback connection, then the write side is shut down (an
+ * input without a complete header block is reset instead, see below). The
+ * server must answer with an HTTP/1.x status line or close the connection
+ * within the limits (idle 1 s, deadline 1 s, 64 connections, plus a wait
+ * for a slot); it never crashes or leaks.
  *
  * The three servers start once (LLVMFuzzerInitialize) on ephemeral
  * loopback ports, with an outbox store in a fresh temporary directory.
