@@ -81,13 +81,15 @@ int ks_rollback_prune_history(const char *history, int64_t now_s, int64_t within
         fclose(in);
         return -1;
     }
-    char line[LINE_MAX_LEN], copy[LINE_MAX_LEN];
+    char line[LINE_MAX_LEN];
     while (fgets(line, sizeof line, in)) {
         int64_t secs;
         char *p, *b;
-        memcpy(copy, line, sizeof copy);
+        /* written back as parsed, not as read: a line cut by a NUL (the
+         * zeroed tail a power loss can leave after an append) would
+         * otherwise lose its newline and swallow the next line */
         if (parse_line(line, &secs, &p, &b) == 0 && recent(secs, now_s, within_ms))
-            fputs(copy, out);
+            fprintf(out, "%lld\t%s\t%s\n", (long long)secs, p, b);
     }
     fclose(in);
     if (fclose(out) != 0 || rename(tmp, history) != 0) {
