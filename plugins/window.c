@@ -335,8 +335,10 @@ static ks_verdict run_due(ks_win *w, int64_t st)
     int rc = scan(w, from, sizeof from, to, sizeof to, &due);
     ks_verdict v = rc == 0 ? KS_OK : store_failed(w, "scan", rc);
     for (size_t i = 0; i < due.n && v == KS_OK; i++) {
+        /* an entry too short for its time (a damaged store) is only
+         * deleted: its length must not underflow into a read past it */
         const unsigned char *target = due.v[i].key + 9;
-        size_t tlen = due.v[i].klen - 9;
+        size_t tlen = due.v[i].klen > 9 ? due.v[i].klen - 9 : 0;
         rc = w->api->store_delete(w->store, (ks_bytes){due.v[i].key, due.v[i].klen});
         if (rc != 0) {
             v = store_failed(w, "delete", rc);
