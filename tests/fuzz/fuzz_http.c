@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -94,11 +95,45 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* Wait up to `ms` for fd to be readable: 1, or 0. */
+/* libFuzzer's timers interrupt system calls (EINTR): each is retried. */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait up to `ms` for fd to have `events`: 1, or 0. */
+static int ready(int fd, short events, int ms)
+{
+    int64_t until = now_ms() + ms;
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = events};
+        int64_t left = until - now_ms();
+        int n = poll(&p, 1, left > 0 ? (int)left : 0);
+        if (n >= 0 || errno != EINTR)
+            return n == 1;
+    }
+}
+
 static int readable(int fd, int ms)
 {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, ms) == 1;
+    return ready(fd, POLLIN, ms);
+}
+
+static int connect_to(int fd, const struct sockaddr_in *sa)
+{
+    if (connect(fd, (const struct sockaddr *)sa, sizeof *sa) == 0)
+        return 0;
+    if (errno != EINTR) /* the connect goes on: wait for it */
+        return -1;
+    int e = 0;
+    socklen_t elen = sizeof e;
+    if (!ready(fd, POLLOUT, ANSWER_WAIT_MS) ||
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) != 0 || e != 0)
+        return -1;
+    return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
@@ -110,7 +145,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ports[which]),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    if (fd < 0 || connect_to(fd, &sa) != 0) {
         perror("fuzz_http: connect");
         abort();
     }
@@ -118,6 +153,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     size_t sent = 0;
     while (sent < len) {
         ssize_t n = send(fd, data + sent, len - sent, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0)
             break;
         sent += (size_t)n;
@@ -145,6 +182,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     int closed = 0;
     while (readable(fd, ANSWER_WAIT_MS)) {
         ssize_t n = recv(fd, sink, sizeof sink, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0) { /* an end of stream or a reset: the server closed */
             closed = 1;
             break;
