@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # libFuzzer harnesses of tests/fuzz/ (docs/reliability.md): builds the engine
-# with clang (coverage + ASan + UBSan) in build-fuzz/, links each harness,
-# and runs each for SECONDS, two at a time (KS_FUZZ_JOBS), from its seed corpus (tests/fuzz/corpus/NAME;
-# new inputs go to build-fuzz/corpus/NAME, never into the tree). A crash
-# leaves its input as build-fuzz/crash-NAME-* and fails that harness.
+# and the shipped plugins with clang (coverage + ASan + UBSan) in
+# build-fuzz/, links each harness, and runs each for SECONDS, two at a time
+# (KS_FUZZ_JOBS; one per core of a 2-core machine), from its seed corpus
+# (tests/fuzz/corpus/NAME; new inputs go to build-fuzz/corpus/NAME, never
+# into the tree). A crash leaves its input as build-fuzz/crash-NAME-* and
+# fails that harness.
 #
 #   scripts/fuzz.sh [SECONDS] [NAME...]   default: 30 s each, every harness
 #   make fuzz-long                         one hour each (FUZZ_SECONDS)
@@ -24,7 +26,9 @@ if [ ! -f "$B/Makefile" ] || [ "$ROOT/configure" -nt "$B/Makefile" ]; then
     CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $SAN" LDFLAGS="$SAN") >"$B/configure.log" 2>&1 ||
     { tail -20 "$B/configure.log"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
 fi
-(make -C "$B/lib" -s -j2 && make -C "$B/engine" -s -j2 libksengine.la) >"$B/build.log" 2>&1 ||
+# plugins too: fuzz_store_values loads them (build-fuzz/plugins/.libs)
+(make -C "$B/lib" -s -j2 && make -C "$B/engine" -s -j2 libksengine.la &&
+  make -C "$B/plugins" -s -j2) >"$B/build.log" 2>&1 ||
   { tail -30 "$B/build.log"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
 
 LIBS=("$B/engine/.libs/libksengine.a" "$B/lib/.libs/libksjson.a" "$B/lib/.libs/libkswindow.a"
