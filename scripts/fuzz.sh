@@ -55,10 +55,14 @@ done
 run_one() {
   local name=$1 bin=$B/$1
   local corpus=$B/corpus/$name seeds=tests/fuzz/corpus/${name#fuzz_} log=$B/$name.log
+  # tests/fuzz/NAME.options: more libFuzzer flags for that harness, e.g.
+  # -close_fd_mask=2 for one whose target logs at every input
+  local extra=()
+  [ -f "tests/fuzz/$name.options" ] && read -r -a extra <"tests/fuzz/$name.options"
   mkdir -p "$corpus"
   (cd "$B" && "$bin" -max_total_time="$SECONDS_EACH" -max_len=65536 -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$B/crash-$name-" -print_final_stats=1 \
-    "$corpus" "$ROOT/$seeds") >"$log" 2>&1
+    "${extra[@]}" "$corpus" "$ROOT/$seeds") >"$log" 2>&1
   local st=$?
   local execs cov ft
   execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
