@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# libFuzzer harnesses of tests/fuzz/ (docs/reliability.md): builds the engine
-# and the shipped plugins with clang (coverage + ASan + UBSan) in
+# libFuzzer harnesses of tests/fuzz/ (docs/reliability.md): builds the engine,
+# the shipped plugins and the examples with clang (coverage + ASan + UBSan) in
 # build-fuzz/, links each harness, and runs each for SECONDS, two at a time
 # (KS_FUZZ_JOBS; one per core of a 2-core machine), from its seed corpus
 # (tests/fuzz/corpus/NAME; new inputs go to build-fuzz/corpus/NAME, never
@@ -26,9 +26,10 @@ if [ ! -f "$B/Makefile" ] || [ "$ROOT/configure" -nt "$B/Makefile" ]; then
     CFLAGS="-g -O1 -fsanitize=fuzzer-no-link $SAN" LDFLAGS="$SAN") >"$B/configure.log" 2>&1 ||
     { tail -20 "$B/configure.log"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
 fi
-# plugins too: fuzz_store_values loads them (build-fuzz/plugins/.libs)
+# plugins too: fuzz_store_values loads them (build-fuzz/plugins/.libs, and
+# the mailbox's handler from build-fuzz/examples/mailbox/.libs)
 (make -C "$B/lib" -s -j2 && make -C "$B/engine" -s -j2 libksengine.la &&
-  make -C "$B/plugins" -s -j2) >"$B/build.log" 2>&1 ||
+  make -C "$B/plugins" -s -j2 && make -C "$B/examples" -s -j2) >"$B/build.log" 2>&1 ||
   { tail -30 "$B/build.log"; echo "fuzz: 0 passed, 1 failed"; exit 1; }
 
 LIBS=("$B/engine/.libs/libksengine.a" "$B/lib/.libs/libksjson.a" "$B/lib/.libs/libkswindow.a"

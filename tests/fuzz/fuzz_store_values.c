@@ -2,9 +2,11 @@
  * fuzz_store_values.c - what the shipped stateful plugins read back from
  * their stores (count's int64, windowed counts and session ranges of
  * lib/window and plugins/window.c, join's timestamped table values,
- * join.streams' buffered entries and index keys), on any bytes, as a
- * damaged state directory or a changelog written by another build would
- * hand them over. The plugins (build-fuzz/plugins, instrumented) run in
+ * join.streams' buffered entries and index keys, the mailbox's ledger and
+ * horizon rows), on any bytes, as a damaged state directory or a changelog
+ * written by another build would hand them over. The plugins
+ * (build-fuzz/plugins, and examples/mailbox for the mailbox's handler;
+ * instrumented) run in
  * the test driver (engine/testdriver), opened once; per input, raw
  * entries go into the stores through the changelog restore path
  * (ks_task_restore_put), then one record is piped and the batch aborted,
@@ -12,7 +14,8 @@
  *
  * Input: a count of entries, each STORE KLEN KEY VLEN VALUE (VLEN 255: a
  * delete), then SOURCE, TIMESTAMP (8 bytes), KLEN KEY and the record's
- * value (the rest). A plugin may refuse what it reads (KS_FATAL, a
+ * value (the rest); every record has offset 7 and a ks.event_id header,
+ * as an outbox command would. A plugin may refuse what it reads (KS_FATAL, a
  * logged error); it never crashes, leaks or reads past a value.
  * fuzz_store_values.options runs it with -close_fd_mask=2: those logged
  * errors would fill megabytes a minute (libFuzzer's own output and the
@@ -32,10 +35,11 @@
 static const char YAML_FMT[] =
     "application: fuzzvalues\n"
     "kafka: { bootstrap: 127.0.0.1:9092 }\n"
-    "plugin_path: [%s]\n"
+    "plugin_path: [%s/plugins/.libs, %s/examples/mailbox/.libs]\n"
     "sources:\n"
     "  orders: { topic: orders, key: string, value: json }\n"
     "  payments: { topic: payments, key: string, value: json }\n"
+    "  commands: { topic: mailbox, key: string, value: json }\n"
     "tables:\n"
     "  customers: { topic: customers, key: string, value: json }\n"
     "nodes:\n"
@@ -53,6 +57,8 @@ static const char YAML_FMT[] =
     "  - { name: matched, type: join.streams, from: [orders, payments], store: j_outer,\n"
     "      config: { left: orders, right: payments, kind: outer },\n"
     "      window: { before: 10ms, after: 5ms, grace: 5ms } }\n"
+    "  - { name: mailbox, type: mailbox, from: commands, stores: [ledger, balances],\n"
+    "      functions: { handler: balances.apply }, config: { ledger_retention: 3 } }\n"
     "sinks:\n"
     "  - { from: plain, topic: o1, key: string, value: int64 }\n"
     "  - { from: tumbling, topic: o2, key: json, value: int64 }\n"
@@ -60,25 +66,24 @@ static const char YAML_FMT[] =
     "  - { from: sessions, topic: o4, key: json, value: int64 }\n"
     "  - { from: sliding, topic: o5, key: json, value: int64 }\n"
     "  - { from: enrich, topic: o6, key: string, value: json }\n"
-    "  - { from: matched, topic: o7, key: string, value: json }\n";
+    "  - { from: matched, topic: o7, key: string, value: json }\n"
+    "  - { from: mailbox, topic: o8, key: string, value: json }\n";
 
-static const char *const sources[] = {"orders", "payments", "customers"};
+static const char *const sources[] = {"orders", "payments", "customers", "commands"};
 static ks_driver *drv;
 static size_t nstores;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    char exe[PATH_MAX], yaml[sizeof YAML_FMT + PATH_MAX], err[2048];
+    char exe[PATH_MAX], yaml[sizeof YAML_FMT + 2 * PATH_MAX], err[2048];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
         abort();
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     *slash = '\0';
-    char plugins[PATH_MAX + 32];
-    snprintf(plugins, sizeof plugins, "%s/plugins/.libs", exe);
-    snprintf(yaml, sizeof yaml, YAML_FMT, plugins);
+    snprintf(yaml, sizeof yaml, YAML_FMT, exe, exe);
     ks_driver_options opt = {.partitions = 1, .manual_commit = 1, .wallclock_start_ms = 1};
     if (ks_driver_open_text("fuzz.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err) !=
         0) {
@@ -138,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         free(k);
         free(v);
     }
-    const char *source = sources[u8(&r) % 3];
+    const char *source = sources[u8(&r) % 4];
     int64_t ts = 0;
     for (int i = 0; i < 8; i++)
         ts = (int64_t)((uint64_t)ts << 8 | u8(&r));
@@ -151,7 +156,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         memcpy(k, key.data, key.len);
     if (value.len)
         memcpy(v, value.data, value.len);
-    ks_driver_pipe(drv, source, key.len ? k : NULL, key.len, v, value.len, ts);
+    drv->next_input[0] = 7; /* one offset: the mailbox's ledger rows are keyed by it */
+    static const ks_header event_id = {"ks.event_id", "0123456789abcdef0123456789abcdef", 32};
+    ks_record rec = {.key = key.len ? k : NULL, .key_len = key.len, .value = v,
+                     .value_len = value.len, .timestamp = ts, .partition = -1,
+                     .headers = &event_id, .header_count = 1};
+    ks_driver_pipe_record(drv, source, &rec);
     free(k);
     free(v);
     /* undo the batch: stores, outputs and events of this input */
