@@ -22,6 +22,7 @@
  *
  * Nothing crashes, leaks, or reads past the bytes (ASan, UBSan).
  */
+#include <ftw.h>
 #include <lmdb.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,18 @@ static char history[128], builds[128];
 static ks_store_env *env;
 static ks_store_db *db;
 
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void remove_dir(void)
+{
+    ks_store_env_close(env);
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
@@ -47,6 +60,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(dir, sizeof dir, "/tmp/ks-fuzz-decoders-XXXXXX");
     if (!mkdtemp(dir))
         abort();
+    atexit(remove_dir);
     snprintf(history, sizeof history, "%s/crash-history", dir);
     snprintf(builds, sizeof builds, "%s/good-builds", dir);
     snprintf(path, sizeof path, "%s/store", dir);

@@ -16,6 +16,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -56,15 +57,30 @@ static int free_port(void)
     return ntohs(sa.sin_port);
 }
 
+static char tmp[] = "/tmp/ks-fuzz-http-XXXXXX";
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+/* The outbox's directory goes at exit (the servers keep running until
+ * then; Linux keeps a removed map readable). */
+static void remove_tmp(void)
+{
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    static char tmp[] = "/tmp/ks-fuzz-http-XXXXXX";
     char dir[128], err[512] = "";
     if (!mkdtemp(tmp)) {
         perror("fuzz_http: mkdtemp");
         abort();
     }
+    atexit(remove_tmp);
     snprintf(dir, sizeof dir, "%s/outbox", tmp);
     if (ks_outbox_open(dir, 256u << 20, &ob, err, sizeof err) != 0) {
         fprintf(stderr, "fuzz_http: %s\n", err);

@@ -73,6 +73,12 @@ static const char *const sources[] = {"orders", "payments", "customers", "comman
 static ks_driver *drv;
 static size_t nstores;
 
+/* The driver's temporary state directory goes with it. */
+static void close_driver(void)
+{
+    ks_driver_close(drv);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
@@ -90,6 +96,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         fprintf(stderr, "fuzz_store_values: %s\n", err);
         abort();
     }
+    atexit(close_driver);
     nstores = drv->topo->pipeline->store_count;
     ks_log_set_level(KS_LOG_ERROR);
     return 0;
