@@ -332,12 +332,14 @@ static ks_verdict streams_process(ks_ctx *ctx, void *state, const ks_record *rec
     int side = side_of(j, ctx);
     if (side < 0)
         return KS_FATAL;
-    if (rec->timestamp < 0 || !key_fits(rec)) {
+    /* past KS_WIN_TIME_MAX, times plus the window would overflow */
+    int bad_ts = rec->timestamp < 0 || rec->timestamp > KS_WIN_TIME_MAX;
+    if (bad_ts || !key_fits(rec)) {
         host->log(ctx, KS_LOG_WARN,
                   "join: node '%s': record at %s[%d]@%lld has %s; poison",
                   host->node_name(ctx), rec->topic ? rec->topic : "-", (int)rec->partition,
                   (long long)rec->offset,
-                  rec->timestamp < 0 ? "a negative timestamp" : "a key too long to buffer");
+                  bad_ts ? "a timestamp outside 0..2^62" : "a key too long to buffer");
         return KS_SKIP;
     }
     int64_t st, seq;
@@ -370,9 +372,9 @@ static ks_verdict streams_process(ks_ctx *ctx, void *state, const ks_record *rec
 
 static ks_verdict duration(ks_ctx *ctx, const char *key, int64_t *ms)
 {
-    if (host->config_duration_ms(ctx, key, ms) == 0 && *ms >= 0)
+    if (host->config_duration_ms(ctx, key, ms) == 0 && *ms >= 0 && *ms <= KS_WIN_DURATION_MAX)
         return KS_OK;
-    host->log(ctx, KS_LOG_ERROR, "join: node '%s': %s must be a duration >= 0",
+    host->log(ctx, KS_LOG_ERROR, "join: node '%s': %s must be a duration of 0..2^59 ms",
               host->node_name(ctx), key);
     return KS_FATAL;
 }
@@ -384,7 +386,9 @@ static ks_verdict windows_init(ks_ctx *ctx, sjoin *j)
     /* no `after:`: the window is symmetric, as JoinWindows.ofTimeDifference */
     if (host->config_duration_ms(ctx, "window.after", &j->after) != 0)
         j->after = j->before;
-    if (j->after < 0 || duration(ctx, "window.grace", &j->grace) != KS_OK)
+    else if (j->after < 0 || j->after > KS_WIN_DURATION_MAX)
+        return duration(ctx, "window.after", &j->after);
+    if (duration(ctx, "window.grace", &j->grace) != KS_OK)
         return KS_FATAL;
     return KS_OK;
 }

@@ -335,8 +335,10 @@ static ks_verdict run_due(ks_win *w, int64_t st)
     int rc = scan(w, from, sizeof from, to, sizeof to, &due);
     ks_verdict v = rc == 0 ? KS_OK : store_failed(w, "scan", rc);
     for (size_t i = 0; i < due.n && v == KS_OK; i++) {
+        /* an entry too short for its time (a damaged store) is only
+         * deleted: its length must not underflow into a read past it */
         const unsigned char *target = due.v[i].key + 9;
-        size_t tlen = due.v[i].klen - 9;
+        size_t tlen = due.v[i].klen > 9 ? due.v[i].klen - 9 : 0;
         rc = w->api->store_delete(w->store, (ks_bytes){due.v[i].key, due.v[i].klen});
         if (rc != 0) {
             v = store_failed(w, "delete", rc);
@@ -605,15 +607,14 @@ static ks_verdict sliding_process(ks_win *w, ks_bytes key, ks_bytes value, int64
 
 /* ---- process ------------------------------------------------------------ */
 
+/* 0..KS_WIN_TIME_MAX: past it, window ends and due times would overflow. */
 static int event_time(ks_win *w, const ks_record *rec, int64_t *ts)
 {
-    if (!w->spec.time_field[0]) {
+    if (!w->spec.time_field[0])
         *ts = rec->timestamp;
-        return *ts >= 0 ? 0 : -1;
-    }
-    if (ks_win_json_time(rec->value, rec->value_len, w->spec.time_field, ts) != 0)
+    else if (ks_win_json_time(rec->value, rec->value_len, w->spec.time_field, ts) != 0)
         return -1;
-    return *ts >= 0 ? 0 : -1;
+    return *ts >= 0 && *ts <= KS_WIN_TIME_MAX ? 0 : -1;
 }
 
 /* Escaped length of key + separator + 16 bytes of times + the tag. */
@@ -634,7 +635,8 @@ ks_verdict ks_win_process(ks_win *w, const ks_record *rec)
                         "%s: record without a usable event time (%s%s%s) at "
                         "%s[%d]@%lld; %llu so far",
                         w->who, w->spec.time_field[0] ? "integer field '" : "timestamp",
-                        w->spec.time_field, w->spec.time_field[0] ? "' of a JSON object" : " >= 0",
+                        w->spec.time_field,
+                        w->spec.time_field[0] ? "' of a JSON object" : " in 0..2^62",
                         rec->topic ? rec->topic : "-", (int)rec->partition,
                         (long long)rec->offset, (unsigned long long)w->bad_time);
         w->api->metric_add(w->ctx, "invalid_timestamps", 1);

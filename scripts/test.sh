@@ -83,7 +83,7 @@ if [ -z "${KS_SKIP_ASAN:-}" ]; then
 fi
 
 if [ -z "${KS_SKIP_FUZZ:-}" ]; then
-  note "fuzzing (libFuzzer, ${KS_FUZZ_SECONDS:-30} s each; make fuzz-long for hours)"
+  note "fuzzing (libFuzzer, ${KS_FUZZ_SECONDS:-30} s each, two at a time; make fuzz-long for hours)"
   scripts/fuzz.sh "${KS_FUZZ_SECONDS:-30}" >"$LOGDIR/fuzz.log" 2>&1
   st=$?
   grep -E '^fuzz' "$LOGDIR/fuzz.log" | tail -12

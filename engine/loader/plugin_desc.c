@@ -62,6 +62,11 @@ static int check_processors(const char *path, const ks_plugin_descriptor *d,
                             char *err, size_t errlen)
 {
     char b1[72], b2[72];
+    if (d->processor_count > KS_PLUGIN_MAX_PROCESSORS) {
+        set_err(err, errlen, "%s: processor_count %zu is over the limit of %d", path,
+                d->processor_count, KS_PLUGIN_MAX_PROCESSORS);
+        return -1;
+    }
     if (d->processor_count > 0 && !d->processors) {
         set_err(err, errlen, "%s: processors is NULL but processor_count is "
                 "%zu", path, d->processor_count);
@@ -103,6 +108,12 @@ static int check_processors(const char *path, const ks_plugin_descriptor *d,
                     "(it is required)", path, printable(p->name, b1));
             return -1;
         }
+        if (p->config_count > KS_PLUGIN_MAX_CONFIG) {
+            set_err(err, errlen, "%s: processor \"%s\": config_count %zu is over the "
+                    "limit of %d", path, printable(p->name, b1), p->config_count,
+                    KS_PLUGIN_MAX_CONFIG);
+            return -1;
+        }
         if (p->config_count > 0 && !p->config) {
             set_err(err, errlen, "%s: processor \"%s\": config is NULL but "
                     "config_count is %zu", path, printable(p->name, b1),
@@ -140,6 +151,11 @@ static int check_functions(const char *path, const ks_plugin_descriptor *d,
                            char *err, size_t errlen)
 {
     char b1[72];
+    if (d->function_count > KS_PLUGIN_MAX_FUNCTIONS) {
+        set_err(err, errlen, "%s: function_count %zu is over the limit of %d", path,
+                d->function_count, KS_PLUGIN_MAX_FUNCTIONS);
+        return -1;
+    }
     if (d->function_count > 0 && !d->functions) {
         set_err(err, errlen, "%s: functions is NULL but function_count is "
                 "%zu", path, d->function_count);

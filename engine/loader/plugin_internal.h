@@ -42,6 +42,13 @@ int ks_loader_write_copy(const char *path, const char *copy_dir,
                          char *err, size_t errlen);
 #define write_copy(...) ks_loader_write_copy(__VA_ARGS__)
 
+/* Bounds on a descriptor's counts, checked before any table is read: a
+ * count is all the loader knows of a table's length, so a wild one (an
+ * uninitialised size_t, a struct of another ABI) would read past it. */
+#define KS_PLUGIN_MAX_PROCESSORS 256
+#define KS_PLUGIN_MAX_FUNCTIONS 1024
+#define KS_PLUGIN_MAX_CONFIG 256
+
 /* The checks of plugin.h, in its order, after the entry point returned d. */
 int ks_loader_check_descriptor(const char *path, const ks_plugin_descriptor *d,
                                char *err, size_t errlen);

@@ -34,9 +34,18 @@ static int parse_line(char *line, int64_t *secs, char **plugin, char **build)
     return 0;
 }
 
+/* A crash at `secs` is no older than within_ms (>= 0) at now_s; one
+ * stamped at or after now_s (a clock set back) counts too. `secs` comes
+ * from a file a damaged disk may have filled with anything: no arithmetic
+ * on it may overflow. */
 static int recent(int64_t secs, int64_t now_s, int64_t within_ms)
 {
-    return (now_s - secs) * 1000 <= within_ms;
+    if (within_ms < 0)
+        return 0;
+    if (secs >= now_s)
+        return 1;
+    uint64_t age_s = (uint64_t)now_s - (uint64_t)secs; /* > 0, exact modulo 2^64 */
+    return age_s <= (uint64_t)within_ms / 1000;
 }
 
 int ks_rollback_count_crashes(const char *history, const char *plugin, const char *build,
@@ -72,13 +81,15 @@ int ks_rollback_prune_history(const char *history, int64_t now_s, int64_t within
         fclose(in);
         return -1;
     }
-    char line[LINE_MAX_LEN], copy[LINE_MAX_LEN];
+    char line[LINE_MAX_LEN];
     while (fgets(line, sizeof line, in)) {
         int64_t secs;
         char *p, *b;
-        memcpy(copy, line, sizeof copy);
+        /* written back as parsed, not as read: a line cut by a NUL (the
+         * zeroed tail a power loss can leave after an append) would
+         * otherwise lose its newline and swallow the next line */
         if (parse_line(line, &secs, &p, &b) == 0 && recent(secs, now_s, within_ms))
-            fputs(copy, out);
+            fprintf(out, "%lld\t%s\t%s\n", (long long)secs, p, b);
     }
     fclose(in);
     if (fclose(out) != 0 || rename(tmp, history) != 0) {

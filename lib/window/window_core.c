@@ -80,9 +80,10 @@ static int spec_check(ks_win_spec *spec, char *err, size_t errlen, const char **
                      {"gap", spec->gap},     {"grace", spec->grace},
                      {"retention", spec->retention}};
     for (size_t i = 0; i < sizeof durations / sizeof durations[0]; i++)
-        if (durations[i].v < 0)
+        if (durations[i].v < 0 || durations[i].v > KS_WIN_DURATION_MAX)
             return spec_fail(err, errlen, at, durations[i].key,
-                             "%s window: durations must not be negative", kind);
+                             "%s window: durations must be 0..%" PRId64 " ms", kind,
+                             KS_WIN_DURATION_MAX);
     if (spec->kind == KS_WIN_SESSION) {
         if (spec->gap <= 0)
             return spec_fail(err, errlen, at, "kind",
@@ -526,6 +527,11 @@ int ks_win_meta_load(const ks_host_api *api, ks_store *store, int64_t *st, int64
         return KS_ERR_INVALID;
     *st = ks_win_time_get(v.data);
     *seq = ks_int64_decode((const unsigned char *)v.data + 8);
+    /* what ks_win_meta_save can have written: no stream time yet or a
+     * usable one, a sequence that can still be incremented */
+    if ((*st != INT64_MIN && (*st < 0 || *st > KS_WIN_TIME_MAX)) || *seq < 0 ||
+        *seq == INT64_MAX)
+        return KS_ERR_INVALID;
     return 0;
 }
 

@@ -40,6 +40,13 @@ typedef enum ks_win_keyfmt {
 /* Most windows one record may fall in (hopping: size / advance). */
 #define KS_WIN_MAX_HOPS 4096
 
+/* Latest usable event time (2^62 ms, some 146 million years): a later one
+ * is refused like a negative one. With every window duration at most
+ * KS_WIN_DURATION_MAX (2^59 ms), a time plus all the durations of a spec
+ * stays within int64, so no window arithmetic overflows. */
+#define KS_WIN_TIME_MAX ((int64_t)1 << 62)
+#define KS_WIN_DURATION_MAX ((int64_t)1 << 59)
+
 /* Header names carrying the window bounds (decimal ms) on every output. */
 #define KS_WIN_HDR_START "ks.window.start"
 #define KS_WIN_HDR_END "ks.window.end"
@@ -147,7 +154,9 @@ int64_t ks_win_time_get(const unsigned char in[8]);
 /* The meta entry (key KS_WIN_TAG_META) of a windowed store: stream time
  * and record sequence, read through `api` from `store` (both borrowed).
  * A store without one gives INT64_MIN and 0. 0, KS_ERR_INVALID for an
- * entry of the wrong size, or the store's ks_err. */
+ * entry of the wrong size or with values no save writes (a stream time
+ * outside 0..KS_WIN_TIME_MAX but for INT64_MIN, a sequence < 0 or at
+ * INT64_MAX), or the store's ks_err. */
 int ks_win_meta_load(const ks_host_api *api, ks_store *store, int64_t *st, int64_t *seq);
 /* Write the meta entry. 0 or the store's ks_err. */
 int ks_win_meta_save(const ks_host_api *api, ks_store *store, int64_t st, int64_t seq);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "loader/plugin.h"
+#include "loader/plugin_internal.h"
 #include "unit/suites.h"
 #include "unit/test_util.h"
 
@@ -397,6 +398,37 @@ static void test_refuse_descriptor(void)
 }
 
 /* dlopen itself fails: the message carries dlerror(). */
+/* Counts are bounded before any table is read (found by fuzz_descriptor:
+ * a function_count past its table was read past it). */
+static ks_verdict noop_process(ks_ctx *ctx, void *state, const ks_record *rec)
+{
+    (void)ctx, (void)state, (void)rec;
+    return KS_OK;
+}
+
+static void test_refuse_counts(void)
+{
+    static const ks_processor_type pt = {.struct_size = sizeof pt, .name = "p",
+                                         .process = noop_process, .config_count = 100000};
+    static const ks_processor_type *const pts[] = {&pt};
+    ks_plugin_descriptor d = {KS_DESCRIPTOR_HEADER, .name = "x", .version = "1",
+                              .build_id = "b", .processors = pts, .processor_count = 1};
+    char err[256] = "";
+    CU_ASSERT_EQUAL(ks_loader_check_descriptor("x.so", &d, err, sizeof err), -1);
+    CU_ASSERT_STRING_EQUAL(err, "x.so: processor \"p\": config_count 100000 is over the "
+                                "limit of 256");
+    d.processor_count = (size_t)-1;
+    CU_ASSERT_EQUAL(ks_loader_check_descriptor("x.so", &d, err, sizeof err), -1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "processor_count 18446744073709551615 is over the "
+                                       "limit of 256"));
+    static const ks_function fns[] = {{"f", KS_FN_INITIALIZER, (void (*)(void))noop_process}};
+    d.processor_count = 0;
+    d.functions = fns;
+    d.function_count = 1025;
+    CU_ASSERT_EQUAL(ks_loader_check_descriptor("x.so", &d, err, sizeof err), -1);
+    CU_ASSERT_STRING_EQUAL(err, "x.so: function_count 1025 is over the limit of 1024");
+}
+
 static void test_refuse_dlopen(void)
 {
     char err[1024] = "";
@@ -561,6 +593,7 @@ void ks_test_register_plugin(void)
     CU_add_test(s, "same build twice: two images", test_open_twice);
     CU_add_test(s, "init failing type loads", test_open_initfail);
     CU_add_test(s, "refuse bad descriptors", test_refuse_descriptor);
+    CU_add_test(s, "refuse counts past the bounds", test_refuse_counts);
     CU_add_test(s, "refuse when dlopen fails", test_refuse_dlopen);
     CU_add_test(s, "refuse incomplete or foreign files", test_refuse_file);
     CU_add_test(s, "find plugins", test_find);

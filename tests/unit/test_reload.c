@@ -488,6 +488,25 @@ static void test_rollback_history_and_builds(void)
     CU_ASSERT_EQUAL(ks_rollback_prune_history(hist, 2000, 450000, err, sizeof err), 0);
     CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b2", 2000, 100000000), 2);
     CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "q", "b2", 2000, 100000000), 1);
+    /* times at the ends of int64 (found by fuzz_decoders: (now - secs) *
+     * 1000 overflowed): the ancient one is old, the future one recent */
+    f = fopen(hist, "a");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "-9223372036854775808\tp\tb2\n9223372036854775807\tp\tb2\n"
+               "-9223372036854\tp\tb2\n");
+    fclose(f);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b2", 2000, 100000000), 3);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b2", 2000, INT64_MAX), 4);
+    /* a line cut by NULs (a power loss after an append) keeps its newline
+     * when pruned (found by fuzz_decoders: it swallowed the next line) */
+    static const char cut[] = "1950\tp\tb9\0\0\n1960\tp\tb9\n";
+    f = fopen(hist, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fwrite(cut, 1, sizeof cut - 1, f);
+    fclose(f);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b9", 2000, 600000), 2);
+    CU_ASSERT_EQUAL(ks_rollback_prune_history(hist, 2000, 600000, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(ks_rollback_count_crashes(hist, "p", "b9", 2000, 600000), 2);
 
     char path[4200], build[256];
     CU_ASSERT_EQUAL(ks_rollback_find(good, "p", "b2", path, sizeof path, build, sizeof build), 0);

@@ -88,6 +88,19 @@ static void test_spec_errors(void)
     expect_spec_error(
         (ks_win_spec){.kind = KS_WIN_TUMBLING, .size = 10, .grace = 5, .retention = 14},
         "shorter than the window plus grace (15 ms)");
+    /* bounded so that a time plus every duration stays in int64 (found by
+     * fuzz_store_values: a timestamp near INT64_MAX overflowed) */
+    expect_spec_error((ks_win_spec){.kind = KS_WIN_TUMBLING, .size = KS_WIN_DURATION_MAX + 1},
+                      "durations must be 0..576460752303423488 ms");
+    ks_win_spec big = {.kind = KS_WIN_HOPPING, .size = KS_WIN_DURATION_MAX,
+                       .advance = KS_WIN_DURATION_MAX / 2, .grace = KS_WIN_DURATION_MAX};
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(ks_win_spec_check(&big, err, sizeof err), 0);
+    int64_t s[4];
+    size_t n = ks_win_time_starts(&big, KS_WIN_TIME_MAX, s, 4);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT(ks_win_end(&big, s[n - 1]) > KS_WIN_TIME_MAX);
+    CU_ASSERT(!ks_win_time_closed(&big, ks_win_end(&big, s[n - 1]), KS_WIN_TIME_MAX));
 }
 
 static int cmp_keys(const unsigned char *a, size_t al, const unsigned char *b, size_t bl)
