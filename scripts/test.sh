@@ -100,7 +100,7 @@ fi
 # the matrix: docs/reliability.md says what the crash suite found there.
 KAFKA_VERSIONS=${KAFKA_VERSIONS:-4.1.1 3.9.2}
 USER_BROKERS_VERSION=${USER_BROKERS_VERSION:-4.4.0}
-SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos repartition stream_joins fk_joins}
+SECOND_VERSION_TESTS=${SECOND_VERSION_TESTS:-crash faults eos repartition stream_joins fk_joins joins global_joins}
 DEFAULTS_BROKER_TESTS=${DEFAULTS_BROKER_TESTS:-defaults count eos}
 OWN_BROKER_TESTS="defaults cluster" # need a broker of their own kind
 first_version=${KAFKA_VERSIONS%% *}
