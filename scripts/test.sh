@@ -2,7 +2,8 @@
 # The test command (README.md, .ci/run): installs what is missing, builds
 # with warnings as errors, runs the unit tests (also under ASan+UBSan),
 # starts a real single-node Kafka, runs every integration test against it,
-# stops the broker, and ends with one line "N passed, N failed".
+# then some of them against the ASan+UBSan engine, and one short pipeline
+# under valgrind, stops the broker, and ends with one line "N passed, N failed".
 #
 #   scripts/test.sh              everything
 #   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build, its unit tests
@@ -138,11 +139,14 @@ suite_name() { basename "$1" | sed -e 's/^test_//' -e 's/\.sh$//'; }
 # The suites in $ASAN_TESTS again, built in build-asan/ (the unit-test
 # sanitizer build: `make check` there builds the engine, the plugins and the
 # integration programs with -fsanitize=address,undefined; the C programs
-# find the engine and plugins of their own build tree). Every sanitizer
-# report, of the engine or of a test program, goes to a file of its own in
+# find the engine and plugins of their own build tree). Every ASan and
+# LeakSanitizer report goes to a file of its own in
 # build/test-logs/asan-reports/<suite>/ (log_path; a report also makes the
 # process exit non-zero): the suite's result counts, and each file with a
-# report counts as one more failure, named. LeakSanitizer checks every
+# report counts as one more failure, named. UBSan ignores log_path in a
+# build with both (GCC): its reports go to stderr, which is the engine's log
+# (scanned by the test program, tests/integration/itest.c, each report a
+# failed test) or the suite's log (grepped here). LeakSanitizer checks every
 # engine that exits by itself or on SIGTERM (detect_leaks=1; no
 # suppressions: none were needed); an engine killed with SIGKILL leaves no
 # report. The outbox suite runs cases $ASAN_OUTBOX_CASES only (0 Kafka down
@@ -168,7 +172,7 @@ asan_integration() { # label
     fi
     mkdir -p "$rdir/$name"
     export ASAN_OPTIONS="log_path=$rdir/$name/asan:log_exe_name=1:detect_leaks=1"
-    export UBSAN_OPTIONS="log_path=$rdir/$name/ubsan:log_exe_name=1:print_stacktrace=1:halt_on_error=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
     if [ "$name" = outbox ]; then
       KS_TEST_CASE=${ASAN_OUTBOX_CASES:-0,1,4} run_suite "$t" "$label, ASan engine" "$ROOT/build-asan"
     else
@@ -185,6 +189,14 @@ asan_integration() { # label
         n=$((n + 1))
       fi
     done
+    f="$LOGDIR/it-$name-${label// /-}-ASan-engine.log"
+    f=${f//,/}
+    if grep -qE '^[^ ].*: runtime error: ' "$f" 2>/dev/null; then
+      echo "UBSan report of the test program in $f: counted as 1 failure"
+      grep -m3 -E '^[^ ].*: runtime error: ' "$f" | sed 's/^/    /'
+      failed=$((failed + 1))
+      n=$((n + 1))
+    fi
     echo "($name, ASan engine: $n sanitizer reports)"
   done
   echo "(ASan+UBSan integration block: $(( $(date +%s) - start )) s)"
