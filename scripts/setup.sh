@@ -5,10 +5,11 @@ set -euo pipefail
 PKGS=(build-essential autoconf automake libtool pkg-config
       librdkafka-dev liblmdb-dev lmdb-utils libyaml-dev libcunit1-dev libjansson-dev
       libmicrohttpd-dev libpq-dev postgresql-15 kafkacat default-jre-headless maven
-      graphviz gdb clang)  # graphviz: docs/cli.md's `describe --dot` is run by test_docs.sh
+      graphviz gdb clang valgrind)  # graphviz: docs/cli.md's `describe --dot` is run by test_docs.sh
                      # libpq-dev, postgresql-15: the PostgreSQL outbox and its test
                      # gdb: a test prints a hung engine's stacks before killing it
                      # clang: the libFuzzer harnesses (scripts/fuzz.sh)
+                     # valgrind: `make valgrind` (tests/valgrind.sh)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

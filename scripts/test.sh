@@ -2,10 +2,18 @@
 # The test command (README.md, .ci/run): installs what is missing, builds
 # with warnings as errors, runs the unit tests (also under ASan+UBSan),
 # starts a real single-node Kafka, runs every integration test against it,
-# stops the broker, and ends with one line "N passed, N failed".
+# then some of them against the ASan+UBSan engine, and one short pipeline
+# under valgrind, stops the broker, and ends with one line "N passed, N failed".
 #
 #   scripts/test.sh              everything
-#   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build (faster locally)
+#   KS_SKIP_ASAN=1 scripts/test.sh    skip the sanitizer build, its unit tests
+#       and the integration suites against it (faster locally)
+#   KS_SKIP_VALGRIND=1   skip the valgrind run of one short pipeline
+#       (tests/valgrind.sh, also `make valgrind`; KS_TESTS must name
+#       "valgrind" for it to run when KS_TESTS is set)
+#   ASAN_TESTS="count eos"   integration suites run again against the
+#       ASan+UBSan engine (default: "count eos reload outbox poison");
+#       ASAN_OUTBOX_CASES the outbox cases among them (default "0,1,4")
 #   KS_SKIP_FUZZ=1, KS_FUZZ_SECONDS=N   skip the fuzzers, or run each N s
 #   KS_TESTS="stateless" scripts/test.sh   only these integration tests
 #   KAFKA_VERSIONS="4.1.1" scripts/test.sh  one broker version (default: 4.1.1
@@ -109,14 +117,13 @@ wanted() { # name
   [ -z "${KS_TESTS:-}" ] || grep -qw "$1" <<<"$KS_TESTS"
 }
 
-# Run one suite; its outcome goes to $log.outcome ("status seconds") and a
-# short report to stdout in one write (lanes print side by side).
-exec_suite() { # test-path label
-  local t=$1 label=$2 name log start st report
+exec_suite() { # test-path label [build tree, default $KS_SUITE_BUILD or build/]
+  local t=$1 label=$2 build=${3:-${KS_SUITE_BUILD:-$ROOT/build}} name log start st report
   name=$(suite_name "$t")
   log="$LOGDIR/it-$name-${label// /-}.log"
+  log=${log//,/}
   start=$(date +%s)
-  ( cd "$(dirname "$t")" && KS_BUILD=${KS_SUITE_BUILD:-$ROOT/build} timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
+  ( cd "$(dirname "$t")" && KS_BUILD=$build timeout 900 "./$(basename "$t")" ) >"$log" 2>&1
   st=$?
   echo "$st $(( $(date +%s) - start ))" >"$log.outcome"
   report=$(grep -E '^  [a-z]|^[A-Za-z0-9_-]+: [0-9]+ passed|FAILED|\.c:[0-9]+ - ' "$log" | tail -15)
@@ -127,12 +134,13 @@ exec_suite() { # test-path label
 tally_suite() { # test-path label
   local log st
   log="$LOGDIR/it-$(suite_name "$1")-${2// /-}.log"
+  log=${log//,/}
   st=$(cut -d' ' -f1 "$log.outcome" 2>/dev/null || echo 1)
   tally "$log" "$st"
 }
 
-run_suite() { # test-path label
-  exec_suite "$1" "$2"
+run_suite() { # test-path label [build tree]
+  exec_suite "$@"
   tally_suite "$1" "$2"
 }
 
@@ -190,6 +198,72 @@ suites() { # every integration test program
 
 suite_name() { basename "$1" | sed -e 's/^test_//' -e 's/\.sh$//'; }
 
+# The suites in $ASAN_TESTS again, built in build-asan/ (the unit-test
+# sanitizer build: `make check` there builds the engine, the plugins and the
+# integration programs with -fsanitize=address,undefined; the C programs
+# find the engine and plugins of their own build tree). Every ASan and
+# LeakSanitizer report goes to a file of its own in
+# build/test-logs/asan-reports/<suite>/ (log_path; a report also makes the
+# process exit non-zero): the suite's result counts, and each file with a
+# report counts as one more failure, named. UBSan ignores log_path in a
+# build with both (GCC): its reports go to stderr, which is the engine's log
+# (scanned by the test program, tests/integration/itest.c, each report a
+# failed test) or the suite's log (grepped here). LeakSanitizer checks every
+# engine that exits by itself or on SIGTERM (detect_leaks=1; no
+# suppressions: none were needed); an engine killed with SIGKILL leaves no
+# report. The outbox suite runs cases $ASAN_OUTBOX_CASES only (0 Kafka down
+# then up, 1 bad HTTP inputs, which reuses 0's engine, 4 events from a
+# processor through kill -9): all seven take over 4 minutes under ASan.
+asan_integration() { # label
+  local label=$1 rdir=$LOGDIR/asan-reports start t name f n
+  note "integration tests against an ASan+UBSan engine ($label)"
+  if [ ! -x build-asan/engine/kstreams ]; then
+    echo "no build-asan/engine/kstreams (the ASan build failed): counted as 1 failure"
+    failed=$((failed + 1))
+    return
+  fi
+  start=$(date +%s)
+  rm -rf "$rdir"
+  for name in ${ASAN_TESTS:-count eos reload outbox poison}; do
+    wanted "$name" || continue
+    t=build-asan/tests/integration/test_$name
+    if [ ! -x "$t" ]; then
+      echo "no $t: counted as 1 failure"
+      failed=$((failed + 1))
+      continue
+    fi
+    mkdir -p "$rdir/$name"
+    export ASAN_OPTIONS="log_path=$rdir/$name/asan:log_exe_name=1:detect_leaks=1"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+    if [ "$name" = outbox ]; then
+      KS_TEST_CASE=${ASAN_OUTBOX_CASES:-0,1,4} run_suite "$t" "$label, ASan engine" "$ROOT/build-asan"
+    else
+      run_suite "$t" "$label, ASan engine" "$ROOT/build-asan"
+    fi
+    unset ASAN_OPTIONS UBSAN_OPTIONS
+    n=0
+    for f in "$rdir/$name"/*; do
+      [ -f "$f" ] || continue
+      if grep -qE 'ERROR: AddressSanitizer|runtime error|ERROR: LeakSanitizer' "$f"; then
+        echo "sanitizer report in $f: counted as 1 failure"
+        grep -m3 -E 'ERROR: |runtime error|SUMMARY: ' "$f" | sed 's/^/    /'
+        failed=$((failed + 1))
+        n=$((n + 1))
+      fi
+    done
+    f="$LOGDIR/it-$name-${label// /-}-ASan-engine.log"
+    f=${f//,/}
+    if grep -qE '^[^ ].*: runtime error: ' "$f" 2>/dev/null; then
+      echo "UBSan report of the test program in $f: counted as 1 failure"
+      grep -m3 -E '^[^ ].*: runtime error: ' "$f" | sed 's/^/    /'
+      failed=$((failed + 1))
+      n=$((n + 1))
+    fi
+    echo "($name, ASan engine: $n sanitizer reports)"
+  done
+  echo "(ASan+UBSan integration block: $(( $(date +%s) - start )) s)"
+}
+
 # PostgreSQL for the outbox_pg suite (scripts/postgres.sh; PG_PORT, default
 # 55432), up while the first Kafka version's suites run.
 pg_up=0
@@ -227,6 +301,18 @@ for version in $KAFKA_VERSIONS; do
     version_suites+=("$t")
   done
   [ ${#version_suites[@]} -eq 0 ] || run_suites "Kafka $version" "${version_suites[@]}"
+  if [ "$version" = "$first_version" ] && [ -z "${KS_SKIP_ASAN:-}" ]; then
+    asan_integration "Kafka $version"
+  fi
+  if [ "$version" = "$first_version" ] && [ -z "${KS_SKIP_VALGRIND:-}" ] && wanted valgrind; then
+    note "valgrind memcheck of one short end-to-end run (Kafka $version)"
+    vstart=$(date +%s)
+    tests/valgrind.sh build >"$LOGDIR/valgrind.log" 2>&1
+    st=$?
+    grep -vE '^valgrind --' "$LOGDIR/valgrind.log"
+    echo "(valgrind: exit $st in $(( $(date +%s) - vstart )) s; log $LOGDIR/valgrind.log)"
+    tally "$LOGDIR/valgrind.log" $st
+  fi
   scripts/kafka.sh stop >/dev/null 2>&1
   trap - EXIT
   pg_stop # only the first version runs outbox_pg

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -410,6 +411,59 @@ const char *it_kstreams(void)
     return b && *b ? b : KS_TEST_BUILDDIR "/engine/kstreams";
 }
 
+/* Sanitizer reports of spawned engines. A UBSan report of a build with
+ * both ASan and UBSan (GCC) goes to stderr whatever UBSAN_OPTIONS's
+ * log_path says, so into the engine's log: every log an engine wrote to
+ * is scanned, from where that engine started writing, when the engine is
+ * reaped and again at the end of the suite; each report is a failure of
+ * the suite (it_main). */
+enum { MAX_ENGINE_LOGS = 512 };
+static struct engine_log {
+    pid_t pid;
+    char path[512];
+    long from; /* the log's size when the engine started */
+    int scanned_reaped; /* scanned after the engine ended */
+} engine_logs[MAX_ENGINE_LOGS];
+static int n_engine_logs, sanitizer_reports;
+
+static int is_sanitizer_line(const char *line)
+{
+    return strstr(line, "ERROR: AddressSanitizer") || strstr(line, "ERROR: LeakSanitizer") ||
+           strstr(line, ": runtime error: ");
+}
+
+/* Count the reports in one log from its offset; 0 once it is unreadable. */
+static int scan_engine_log(struct engine_log *e)
+{
+    FILE *f = fopen(e->path, "r");
+    if (!f)
+        return 0;
+    fseek(f, 0, SEEK_END);
+    if (ftell(f) < e->from) /* the test truncated it: all of it is new */
+        e->from = 0;
+    fseek(f, e->from, SEEK_SET);
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (is_sanitizer_line(line)) {
+            fprintf(stderr, "\n  sanitizer report in %s (engine %d): %s", e->path, (int)e->pid,
+                    line);
+            n++;
+        }
+    e->from = ftell(f); /* the same report is not counted twice */
+    fclose(f);
+    return n;
+}
+
+static void engine_reaped(pid_t pid)
+{
+    for (int i = 0; i < n_engine_logs; i++)
+        if (engine_logs[i].pid == pid && !engine_logs[i].scanned_reaped) {
+            engine_logs[i].scanned_reaped = 1;
+            sanitizer_reports += scan_engine_log(&engine_logs[i]);
+        }
+}
+
 pid_t it_engine_start(const char *yaml, const char *instance, const char *log)
 {
     return it_engine_start_env(yaml, instance, log, NULL);
@@ -418,7 +472,16 @@ pid_t it_engine_start(const char *yaml, const char *instance, const char *log)
 pid_t it_engine_start_env(const char *yaml, const char *instance, const char *log,
                           const char *env)
 {
+    struct stat st;
+    long from = stat(log, &st) == 0 ? (long)st.st_size : 0;
     pid_t pid = fork();
+    if (pid > 0 && n_engine_logs < MAX_ENGINE_LOGS) {
+        struct engine_log *e = &engine_logs[n_engine_logs++];
+        e->pid = pid;
+        snprintf(e->path, sizeof e->path, "%s", log);
+        e->from = from;
+        e->scanned_reaped = 0;
+    }
     if (pid != 0)
         return pid;
     if (env)
@@ -438,8 +501,10 @@ int it_engine_wait(pid_t pid, int timeout_ms)
     int64_t start = it_now_ms();
     int status;
     do {
-        if (waitpid(pid, &status, WNOHANG) == pid)
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            engine_reaped(pid);
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
         it_sleep_ms(50);
     } while (it_now_ms() - start < timeout_ms);
     return -1;
@@ -495,8 +560,10 @@ int it_engine_stop(pid_t pid, int timeout_ms)
         if (r == pid && WIFSIGNALED(status))
             fprintf(stderr, "\n  engine %d ended by signal %d before its stop\n", (int)pid,
                     WTERMSIG(status));
-        if (r == pid)
+        if (r == pid) {
+            engine_reaped(pid);
             return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
         it_sleep_ms(50);
     }
     dump_stacks(pid);
@@ -508,6 +575,7 @@ void it_engine_kill(pid_t pid)
 {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    engine_reaped(pid);
 }
 
 /* --- loopback HTTP --------------------------------------------------- */
@@ -712,6 +780,15 @@ int it_main(const char *suite, const it_case *cases)
     CU_basic_run_tests();
     unsigned failed = CU_get_number_of_tests_failed();
     unsigned run = CU_get_number_of_tests_run();
+    for (int i = 0; i < n_engine_logs; i++)
+        sanitizer_reports += scan_engine_log(&engine_logs[i]);
+    if (sanitizer_reports) {
+        printf("\n%s: %d sanitizer report(s) in engine logs (above): each counted as a "
+               "failure\n",
+               suite, sanitizer_reports);
+        failed += (unsigned)sanitizer_reports;
+        run += (unsigned)sanitizer_reports;
+    }
     printf("\n%s: %u passed, %u failed\n", suite, run - failed, failed);
     CU_cleanup_registry();
     return failed ? 1 : 0;

@@ -746,10 +746,25 @@ int main(void)
         {"events from a processor: two takeovers before the crashed instance returns",
          test_requests_two_takeovers},
         {NULL, NULL}};
-    const char *only = getenv("KS_TEST_CASE"); /* run one case: its index */
-    if (only) {
-        it_case one[2] = {cases[atoi(only)], {NULL, NULL}};
-        return it_main("outbox", one);
+    /* KS_TEST_CASE: run only these cases, by index, separated by spaces or
+     * commas ("1", "1,4"); an index out of range is an error */
+    const char *only = getenv("KS_TEST_CASE");
+    if (only && *only) {
+        enum { NCASES = sizeof cases / sizeof cases[0] - 1 };
+        it_case some[NCASES + 1];
+        size_t n = 0;
+        for (const char *p = only; *p;) {
+            char *end;
+            long i = strtol(p, &end, 10);
+            if (end == p || i < 0 || i >= NCASES || n == NCASES) {
+                fprintf(stderr, "KS_TEST_CASE=%s: indexes 0..%d\n", only, NCASES - 1);
+                return 2;
+            }
+            some[n++] = cases[i];
+            p = end + strspn(end, " ,");
+        }
+        some[n] = (it_case){NULL, NULL};
+        return it_main("outbox", some);
     }
     return it_main("outbox", cases);
 }
