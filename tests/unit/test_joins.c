@@ -47,15 +47,10 @@ static const char *JOIN_YAML =
 
 /* ---- the YAML ------------------------------------------------------------- */
 
+/* The pipeline `yaml` (read as "j.yaml") is refused with `want` in the error. */
 static void parse_err(const char *yaml, const char *want)
 {
-    ks_pipeline *p = NULL;
-    char err[1024] = "";
-    CU_ASSERT_EQUAL(ks_pipeline_parse("j.yaml", yaml, strlen(yaml), &p, err, sizeof err), -1);
-    if (!strstr(err, want))
-        fprintf(stderr, "\nwant '%s'\ngot  '%s'\n", want, err);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
-    ks_pipeline_free(p);
+    ks_test_parse_err("j.yaml", yaml, want);
 }
 
 static void test_yaml(void)

@@ -45,15 +45,10 @@ static const char *COUNT_YAML =
          "sinks:\n"
          "  - { name: out, from: enriched, topic: out, key: string, value: json }\n";
 
+/* The pipeline `yaml` (read as "n.yaml") is refused with `want` in the error. */
 static void parse_err(const char *yaml, const char *want)
 {
-    ks_pipeline *p = NULL;
-    char err[1024] = "";
-    CU_ASSERT_EQUAL(ks_pipeline_parse("n.yaml", yaml, strlen(yaml), &p, err, sizeof err), -1);
-    if (!strstr(err, want))
-        fprintf(stderr, "\nwant '%s'\ngot  '%s'\n", want, err);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
-    ks_pipeline_free(p);
+    ks_test_parse_err("n.yaml", yaml, want);
 }
 
 static void test_yaml(void)

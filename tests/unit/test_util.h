@@ -16,4 +16,9 @@
 #define KS_TEST_BUILDDIR "."
 #endif
 
+/* Assert that ks_pipeline_parse refuses the YAML text `yaml`, read as
+ * file `name`, with an error containing `want` (printed with the error
+ * when it does not). Borrows everything. */
+void ks_test_parse_err(const char *name, const char *yaml, const char *want);
+
 #endif
