@@ -37,6 +37,12 @@ int ks_plugin_open(const char *path, const char *copy_dir,
                    const ks_host_api *api, ks_plugin **out, char *err,
                    size_t errlen);
 
+/* Remove the private copies in `copy_dir` (borrowed) that processes left
+ * when they died without closing their plugins (kill -9): those whose pid
+ * (part of the name) no longer runs. Returns how many were removed; a
+ * missing directory is 0. Copies of live processes stay. */
+int ks_plugin_copies_prune(const char *copy_dir);
+
 /* dlclose the image, remove the private copy, free. NULL is fine. The
  * caller guarantees that no thread can still be inside the image. */
 void ks_plugin_close(ks_plugin *pl);

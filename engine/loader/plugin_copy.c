@@ -3,10 +3,15 @@
  * content hash and pid, written through a temporary name and moved into
  * place with a rename that never replaces (glibc's dlopen returns the old
  * image for a path, hard link or inode it already has loaded), with a
- * "-N" suffix when the plain name is taken.
+ * "-N" suffix when the plain name is taken. A copy is removed when its
+ * plugin is closed; ks_plugin_copies_prune removes those of processes that
+ * died without closing (kill -9).
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -182,4 +187,45 @@ fail:
     free(tmp);
     free(base);
     return -1;
+}
+
+/* The pid in a copy's name "BASE-<16 hex>-PID.so", "BASE-<16 hex>-PID-N.so"
+ * or ".BASE-<16 hex>-PID.XXXXXX" (being written), or 0 when the name is
+ * none of these. */
+static long copy_pid(const char *name)
+{
+    long pid = 0;
+    for (const char *p = strchr(name, '-'); p; p = strchr(p + 1, '-')) {
+        size_t hex = 0;
+        while (isxdigit((unsigned char)p[1 + hex]))
+            hex++;
+        if (hex != 16 || p[17] != '-' || !isdigit((unsigned char)p[18]))
+            continue;
+        char *end;
+        long v = strtol(p + 18, &end, 10);
+        if (*end == '.' || *end == '-')
+            pid = v; /* the last such part: BASE itself may hold one */
+    }
+    return pid;
+}
+
+int ks_plugin_copies_prune(const char *copy_dir)
+{
+    DIR *d = opendir(copy_dir);
+    if (!d)
+        return 0;
+    int removed = 0;
+    long self = (long)getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid = copy_pid(e->d_name);
+        if (pid <= 0 || pid == self || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* not a copy, ours, or a process that lives */
+        char *path = str_fmt("%s/%s", copy_dir, e->d_name);
+        if (path && unlink(path) == 0)
+            removed++;
+        free(path);
+    }
+    closedir(d);
+    return removed;
 }

@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "window/window_core.h"
 #include "config/ops_check.h"
 #include "runtime/repartition.h"
@@ -590,6 +591,9 @@ int ks_topology_build(ks_pipeline *p, const ks_host_api *api, const char *copy_d
         return -1;
     }
     t->pipeline = p;
+    int stale = copy_dir ? ks_plugin_copies_prune(copy_dir) : 0;
+    if (stale > 0)
+        ks_info("loader", "removed %d private plugin copies of processes that died", stale);
     if (build_graph(t, api, copy_dir, err, errlen) != 0) {
         ks_topology_free(t);
         return -1;

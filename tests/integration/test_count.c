@@ -13,6 +13,7 @@
  * outputs are fewer than the inputs, never more.
  */
 #include <CUnit/CUnit.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,18 @@ static void test_counts_clean_restart(void)
     check_sequences("clean restart");
 }
 
+/* Regular files in `path` (0 when it does not exist). */
+static int count_files(const char *path)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."));
+    if (d)
+        closedir(d);
+    return n;
+}
+
 static void test_counts_after_kill9(void)
 {
     clear_log(log_a);
@@ -165,6 +178,13 @@ static void test_counts_after_kill9(void)
     a = it_engine_start(yaml_a, "a", log_a);
     wait_outputs(produced);
     CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    /* the killed engine's private plugin copies went at the restart, the
+     * restarted one's at its clean stop */
+    char copies[600];
+    snprintf(copies, sizeof copies, "%s/state-a/%s/plugins", dir, app);
+    int left = count_files(copies);
+    printf("  after kill -9 and a clean stop: %d private plugin copies left\n", left);
+    CU_ASSERT_EQUAL(left, 0);
     long r = replayed(log_a);
     printf("  after kill -9: replayed %ld changelog records (of ~%ld)\n", r, produced);
     CU_ASSERT(r < produced / 10);

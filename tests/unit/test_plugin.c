@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "loader/plugin.h"
@@ -584,6 +585,40 @@ static void test_find(void)
     rmdir(dirplug);
 }
 
+/* A private copy left by a process that died (kill -9) is removed at the
+ * next start; copies of live processes and other files stay. */
+static void test_prune_copies(void)
+{
+    char dir[] = "/tmp/ks-test-copies-XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    pid_t child = fork();
+    if (child == 0)
+        _exit(0);
+    waitpid(child, NULL, 0); /* its pid now names no process */
+    char names[6][128];
+    snprintf(names[0], sizeof names[0], "count-0123456789abcdef-%ld.so", (long)child);
+    snprintf(names[1], sizeof names[1], "my-plugin-0123456789abcdef-%ld-2.so", (long)child);
+    snprintf(names[2], sizeof names[2], ".count-0123456789abcdef-%ld.Ab12Cd", (long)child);
+    snprintf(names[3], sizeof names[3], "count-0123456789abcdef-%ld.so", (long)getpid());
+    snprintf(names[4], sizeof names[4], "count-0123456789abcdef-1.so"); /* init lives */
+    snprintf(names[5], sizeof names[5], "notes.txt");
+    char path[1024];
+    for (int i = 0; i < 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+        fclose(f);
+    }
+    CU_ASSERT_EQUAL(ks_plugin_copies_prune(dir), 3);
+    for (int i = 0; i < 6; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        CU_ASSERT_EQUAL(access(path, F_OK) == 0, i >= 3);
+        unlink(path);
+    }
+    rmdir(dir);
+    CU_ASSERT_EQUAL(ks_plugin_copies_prune("/nonexistent/ks-copies"), 0);
+}
+
 void ks_test_register_plugin(void)
 {
     CU_pSuite s = CU_add_suite("plugin", suite_init, suite_cleanup);
@@ -597,4 +632,5 @@ void ks_test_register_plugin(void)
     CU_add_test(s, "refuse when dlopen fails", test_refuse_dlopen);
     CU_add_test(s, "refuse incomplete or foreign files", test_refuse_file);
     CU_add_test(s, "find plugins", test_find);
+    CU_add_test(s, "copies left by dead processes are pruned", test_prune_copies);
 }
