@@ -244,9 +244,9 @@ int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *foun
             return -1;
         created = c == 1;
         raced = c == 0;
-        ks_info("kafka", "%s %s topic %s: %d partitions, replication %d, cleanup.policy=%s",
+        ks_info("kafka", "%s %s topic %s: %d partition%s, replication %d, cleanup.policy=%s",
                 created ? "created" : "another client created", s->what, s->topic,
-                (int)f.partitions, (int)f.replication,
+                (int)f.partitions, f.partitions == 1 ? "" : "s", (int)f.replication,
                 f.cleanup_policy[0] ? f.cleanup_policy : "(not reported)");
     }
     if (check_found(s, &f, created, err, errlen) != 0)
