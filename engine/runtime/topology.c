@@ -398,6 +398,17 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
     if (validate_config(n, tn->ptype, err, errlen) != 0 ||
         ks_ops_check_children(p, n, err, errlen) != 0)
         return -1;
+    /* a node's store read as its table holds that node's values, not a
+     * table's (timestamp + value): a build older than 1.6 cannot ask
+     * store_values and would misread it */
+    const ks_plugin_descriptor *pd = tn->plugin->desc;
+    if (n->table && ks_pipeline_node(p, n->table) && pd->abi_minor < 6)
+        return ks_mark_fail(err, errlen, &n->table_mark,
+                            "node '%s': `table: %s` reads a node's store, which needs a "
+                            "plugin built against ABI 1.6 or later; plugin '%s' (%s) is "
+                            "ABI %u.%u: rebuild it against this engine's kstreams.h",
+                            n->name, n->table, pd->name, tn->plugin->path,
+                            (unsigned)pd->abi_major, (unsigned)pd->abi_minor);
     if ((tn->ptype->flags & KS_PROC_NEEDS_STORE) && n->store_count == 0)
         return ks_mark_fail(err, errlen, &n->mark,
                             "node '%s': type '%s' keeps state and needs `store:`", n->name,

@@ -199,6 +199,46 @@ static void test_count_model(void)
 /* A reduce's values as they are (no timestamp to strip) to a joiner
  * function, as a count's 8 bytes are; the reader cannot write the node's
  * store. */
+/* A plugin built before ABI 1.6 cannot ask what a store's values hold, so
+ * it is refused as the reader of a node's store, naming its ABI; as the
+ * reader of a table of `tables:` it still loads. */
+static void test_old_abi_refused(void)
+{
+    const char *head = "application: nt\n"
+                       "kafka: { bootstrap: 127.0.0.1:9092 }\n"
+                       "plugins: [" KS_TEST_BUILDDIR "/tests/plugins/.libs/joiner_v5.so]\n"
+                       "sources: { orders: { topic: orders, key: string, value: string } }\n"
+                       "tables: { customers: { topic: customers, key: string, value: string } }\n"
+                       "nodes:\n"
+                       "  - { name: counts, type: count, from: orders, store: counts }\n";
+    char yaml[1024];
+    ks_driver_options opt = {.partitions = 1, .plugin_path = PLUGINS};
+    ks_driver *drv = NULL;
+    char err[1024] = "";
+    snprintf(yaml, sizeof yaml, "%s  - { name: w, type: joiner.writer, from: orders, "
+             "table: counts }\nsinks: [ { from: w, topic: o, key: string, value: string } ]\n",
+             head);
+    CU_ASSERT_NOT_EQUAL(ks_driver_open_text("v.yaml", yaml, strlen(yaml), &opt, &drv, err,
+                                            sizeof err),
+                        0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "node 'w': `table: counts` reads a "
+                                       "node's store, which needs a plugin built against ABI "
+                                       "1.6 or later; plugin 'joiner' ("));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, ") is ABI 1.5"));
+    if (!strstr(err, "ABI 1.5"))
+        fprintf(stderr, "\n%s\n", err);
+    ks_driver_close(drv);
+    drv = NULL;
+    snprintf(yaml, sizeof yaml, "%s  - { name: w, type: joiner.writer, from: orders, "
+             "table: customers }\nsinks: [ { from: w, topic: o, key: string, value: string } ]\n",
+             head);
+    int rc = ks_driver_open_text("v.yaml", yaml, strlen(yaml), &opt, &drv, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "\n%s\n", err);
+    CU_ASSERT_EQUAL(rc, 0);
+    ks_driver_close(drv);
+}
+
 static void test_plain_and_read_only(void)
 {
     const char *yaml =
@@ -394,6 +434,8 @@ void ks_test_register_node_tables(void)
 {
     CU_pSuite s = CU_add_suite("node_tables", NULL, NULL);
     CU_add_test(s, "table: NODE in YAML, and its errors", test_yaml);
+    CU_add_test(s, "a plugin older than ABI 1.6 is refused as a node table's reader",
+                test_old_abi_refused);
     CU_add_test(s, "a stream joined with a count of it equals the model", test_count_model);
     CU_add_test(s, "a reduce's and a count's values to a joiner function; read-only",
                 test_plain_and_read_only);
