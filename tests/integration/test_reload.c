@@ -290,6 +290,33 @@ static void test_refusals(void)
     check_outputs("after refusals", 1, NULL, NULL);
 }
 
+/* The number of the last engine log line holding `needle`; 0 if none. */
+static int last_log_line(const char *needle)
+{
+    FILE *f = fopen(log_path, "r");
+    if (!f)
+        return 0;
+    char line[4096];
+    int n = 0, last = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        if (strstr(line, needle))
+            last = n;
+    }
+    fclose(f);
+    return last;
+}
+
+/* 1 when the engine log shows the swap to `build_id` before the last
+ * SIGHUP it handled: the watcher's reload finished before the signal. */
+static int watcher_swapped_before_signal(const char *build_id)
+{
+    char swap[128];
+    snprintf(swap, sizeof swap, "swapped to build %s ", build_id);
+    int swapped = last_log_line(swap), signalled = last_log_line("SIGHUP: reloading");
+    return swapped > 0 && swapped < signalled;
+}
+
 /* `kstreams reload` right after the file changed: its SIGHUP and the file
  * watcher's reload coalesce; it reports the swap its signal made, not the
  * watcher's "unchanged" that follows (before: "last: unchanged", exit 0). */
@@ -305,12 +332,22 @@ static void test_reload_reports_its_swap(void)
         cp_over(build(to[i]));
         int rc = kstreams_cmd("reload", out, sizeof out);
         snprintf(want, sizeof want, "this reload:\n  %s: swapped, build %s\n", watched, id[i]);
+        int ok = strstr(out, want) != NULL;
+        if (!ok && watcher_swapped_before_signal(id[i])) {
+            /* the command started slower than the watcher's settle time
+             * (a loaded machine, a sanitizer build): the swap was done
+             * before its SIGHUP came, so "unchanged" is the right answer */
+            snprintf(want, sizeof want, "this reload:\n  %s: unchanged, build %s\n", watched,
+                     id[i]);
+            ok = strstr(out, want) != NULL;
+            printf("\n  (the file watcher swapped before the SIGHUP arrived)");
+        }
         printf("\n  kstreams reload right after cp of %s: exit %d, %s", to[i], rc,
-               strstr(out, want) ? "swapped" : "NOT swapped");
-        if (!strstr(out, want))
+               ok ? "swapped" : "NOT swapped");
+        if (!ok)
             printf("\n%s", out);
         CU_ASSERT_EQUAL(rc, 0);
-        CU_ASSERT(strstr(out, want) != NULL);
+        CU_ASSERT(ok);
     }
     /* again, nothing changed: whether or not the watcher's queued reload
      * has run yet, this one finds the running build */
