@@ -65,6 +65,11 @@ void ks_plugin_set_trial(const char *exe, int timeout_ms);
 _Noreturn void ks_plugin_trial_main(int argc, char **argv,
                                     const ks_host_api *api);
 
+/* Set SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT to their default
+ * action (the trial helper does it before loading, so that a crash ends it
+ * by that signal even when a sanitizer installed handlers). */
+void ks_loader_default_crash_signals(void);
+
 /* Remove the private copies in `copy_dir` (borrowed) that processes left
  * when they died without closing their plugins (kill -9): those whose pid
  * (part of the name) no longer runs. Returns how many were removed; a

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,11 +50,42 @@ extern char **environ;
 
 static const char *trial_exe;
 static int trial_timeout_ms = KS_PLUGIN_TRIAL_TIMEOUT_MS;
+/* trial_exe resolved at set time, and the file it was then. Under
+ * valgrind (3.19) readlink("/proc/self/exe") names the program while an
+ * exec of "/proc/self/exe" runs valgrind's tool binary, so the resolved
+ * path is what is started; when that file has since been replaced (an
+ * upgrade), trial_exe itself is (/proc/self/exe: the image that runs). */
+static char trial_resolved[4096];
+static dev_t trial_dev;
+static ino_t trial_ino;
 
 void ks_plugin_set_trial(const char *exe, int timeout_ms)
 {
     trial_exe = exe;
     trial_timeout_ms = timeout_ms > 0 ? timeout_ms : KS_PLUGIN_TRIAL_TIMEOUT_MS;
+    trial_resolved[0] = '\0';
+    struct stat st;
+    if (!exe)
+        return;
+    ssize_t n = readlink(exe, trial_resolved, sizeof trial_resolved - 1);
+    trial_resolved[n > 0 ? n : 0] = '\0';
+    if (n <= 0 || (size_t)n >= sizeof trial_resolved - 1 ||
+        stat(trial_resolved, &st) != 0) {
+        trial_resolved[0] = '\0';
+        return;
+    }
+    trial_dev = st.st_dev;
+    trial_ino = st.st_ino;
+}
+
+/* The program to start: the resolved path while it is still the same file. */
+static const char *helper_path(void)
+{
+    struct stat st;
+    if (trial_resolved[0] && stat(trial_resolved, &st) == 0 &&
+        st.st_dev == trial_dev && st.st_ino == trial_ino)
+        return trial_resolved;
+    return trial_exe;
 }
 
 /* ------------------------------------------------------------------ */
@@ -81,14 +113,29 @@ static void stage(const char *name)
     say("stage", name);
 }
 
+void ks_loader_default_crash_signals(void)
+{
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaction(sigs[i], &dfl, NULL);
+}
+
 _Noreturn void ks_plugin_trial_main(int argc, char **argv,
                                     const ks_host_api *api)
 {
     if (argc != 4 || fcntl(TRIAL_FD, F_GETFD) < 0)
         _exit(64);
-    /* A crash here is expected and reported; no core file for it. */
+    /* A crash here is expected and reported by the signal that ends the
+     * helper: no core file, and no handler that would turn the signal
+     * into an exit status (a sanitizer's SIGSEGV handler reports and
+     * exits 1). */
     struct rlimit no_core = {0, 0};
     setrlimit(RLIMIT_CORE, &no_core);
+    ks_loader_default_crash_signals();
     char err[1536] = "";
     void *handle = NULL;
     const ks_plugin_descriptor *d = NULL;
@@ -264,7 +311,7 @@ static int spawn_helper(const char *path, const char *copy, int wfd,
                                                  POSIX_SPAWN_SETSIGDEF))) {
         char *argv[] = {(char *)"kstreams", (char *)KS_PLUGIN_TRIAL_COMMAND,
                         (char *)path, (char *)copy, NULL};
-        rc = posix_spawn(pid, trial_exe, &fa, &at, argv, environ);
+        rc = posix_spawn(pid, helper_path(), &fa, &at, argv, environ);
     }
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);

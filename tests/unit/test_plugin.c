@@ -649,6 +649,7 @@ static void test_trial_corrupt_dynamic(void)
     if (child == 0) {
         struct rlimit no_core = {0, 0};
         setrlimit(RLIMIT_CORE, &no_core);
+        ks_loader_default_crash_signals(); /* under ASan too: die by the signal */
         ks_plugin_set_trial(NULL, 0);
         ks_plugin *pl = NULL;
         char err[1024];
