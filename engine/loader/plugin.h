@@ -3,10 +3,13 @@
  *
  * A build is loaded from a private copy (dlopen of a path that is already
  * loaded returns the old image, glibc 2.36), with RTLD_NOW|RTLD_LOCAL.
- * Checks run in a fixed order before any plugin code other than the entry
- * point: file is a complete ELF shared object, entry symbol present, magic,
+ * Checks run in a fixed order: file is a complete ELF shared object (before
+ * any plugin code runs), the trial load in a helper process when one is set
+ * (ks_plugin_set_trial), then in this process entry symbol present, magic,
  * struct size, ABI major equal, ABI minor not newer than the host, then
- * identity (name syntax, processor and function tables well formed). Each
+ * identity (name syntax, processor and function tables well formed). The
+ * plugin's ELF constructors and entry point run before the descriptor
+ * checks (dlopen runs constructors): in the helper first, then here. Each
  * refusal is one line naming the path and the field that differs.
  */
 #ifndef KS_PLUGIN_H
