@@ -5,6 +5,7 @@
  *   -DCTOR_ABORT   the constructor calls abort()
  *   -DCTOR_SEGV    the constructor raises SIGSEGV
  *   -DCTOR_HANG    the constructor never returns
+ *   -DCTOR_EXIT    the constructor prints a line on stderr and calls exit(3)
  *   -DENTRY_SEGV   the entry point raises SIGSEGV
  * dlopen runs constructors before any descriptor can be checked; loaded in
  * the engine's own process, each of these would kill or hang the engine.
@@ -12,6 +13,7 @@
 #include <kstreams/kstreams.h>
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -24,6 +26,9 @@ __attribute__((constructor)) static void misbehave(void)
 #elif defined(CTOR_HANG)
     for (;;)
         pause();
+#elif defined(CTOR_EXIT)
+    fputs("ctor_exit: giving up\n", stderr);
+    exit(3);
 #endif
 }
 

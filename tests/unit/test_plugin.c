@@ -664,12 +664,15 @@ static void test_trial_corrupt_dynamic(void)
     expect_refusal(path, want);
 }
 
-/* Constructors and the entry point run first in the helper: a crash or a
- * hang there refuses the build, naming the step. */
+/* Constructors and the entry point run first in the helper: a crash, an
+ * exit (quoting the last line printed) or a hang there refuses the build,
+ * naming the step. */
 static void test_trial_constructors(void)
 {
     expect_trial_refusal("ctor_abort", "trial load crashed (SIGABRT in dlopen); refused");
     expect_trial_refusal("ctor_segv", "trial load crashed (SIGSEGV in dlopen); refused");
+    expect_trial_refusal("ctor_exit", "trial load exited with status 3 in dlopen: "
+                                      "ctor_exit: giving up; refused");
     expect_trial_refusal("entry_segv",
                          "trial load crashed (SIGSEGV in ks_plugin_entry); refused");
     ks_plugin_set_trial("/proc/self/exe", 1000);
