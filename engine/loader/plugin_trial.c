@@ -372,11 +372,14 @@ int ks_loader_trial_load(const char *path, const char *copy, char *err,
     memset(&v, 0, sizeof v);
     long long deadline = now_ms() + trial_timeout_ms;
     int killed = read_verdict(fds[0], &v, deadline);
-    close(fds[0]);
+    /* the read end stays open until the helper is reaped: a thread of the
+     * build still printing after the verdict must not die of SIGPIPE */
     int st = reap(pid, killed ? now_ms() : deadline, &killed);
+    int wait_errno = errno;
+    close(fds[0]);
     if (st == -1) {
         set_err(err, errlen, "%s: cannot wait for the trial load: %s; "
-                "refused", path, strerror(errno));
+                "refused", path, strerror(wait_errno));
         return -1;
     }
     if (!killed && WIFEXITED(st) && WEXITSTATUS(st) == 0 && v.ok)
