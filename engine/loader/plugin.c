@@ -1,8 +1,8 @@
 /*
  * plugin.c - loading plugin builds from private copies and checking them:
- * ks_plugin_open runs the steps of plugin_elf.c, plugin_copy.c and
- * plugin_desc.c (plugin_internal.h), then dlopen; lookups; finding a
- * plugin's file.
+ * ks_plugin_open runs the steps of plugin_elf.c, plugin_copy.c,
+ * plugin_trial.c and plugin_desc.c (plugin_internal.h) around dlopen;
+ * lookups; finding a plugin's file.
  *
  * Owns: each ks_plugin, its dlopen handle and its private copy on disk.
  *
@@ -19,8 +19,11 @@
  *    headers, program header table, section header table, every loadable
  *    segment and every section with contents lie inside the file. A partly
  *    written .so can SIGBUS the host inside dlopen (glibc 2.36).
- *  - The only plugin code run before the descriptor is checked is its entry
- *    point. Checks run in the order plugin.h states; the first failure is
+ *  - The plugin code run before the descriptor is checked is its ELF
+ *    constructors (dlopen runs them) and its entry point; both run first in
+ *    a trial child process (plugin_trial.c) when a trial helper is set, so
+ *    a build that crashes there is refused instead of killing this process.
+ *    Checks run in the order plugin.h states; the first failure is
  *    reported as one line naming the path and the field.
  *  - On every failure nothing stays loaded, copied or allocated.
  *
@@ -44,6 +47,54 @@
 #endif
 
 /* ------------------------------------------------------------------ */
+/* The steps that run plugin code (here and in the trial child)        */
+/* ------------------------------------------------------------------ */
+
+int ks_loader_load_checked(const char *path, const char *copy,
+                           const ks_host_api *api, void (*stage)(const char *),
+                           void **handle_out, const ks_plugin_descriptor **out,
+                           char *err, size_t errlen)
+{
+    *handle_out = NULL;
+    *out = NULL;
+    if (stage)
+        stage("dlopen");
+    dlerror(); /* clear a stale error */
+    void *handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *why = dlerror();
+        set_err(err, errlen, "%s: dlopen failed: %s", path,
+                why ? why : "unknown error");
+        return -1;
+    }
+    dlerror();
+    void *sym = dlsym(handle, KS_PLUGIN_ENTRY_SYMBOL);
+    if (!sym) {
+        set_err(err, errlen, "%s: no entry symbol '%s' (is it exported? "
+                "build with KS_EXPORT)", path, KS_PLUGIN_ENTRY_SYMBOL);
+        dlclose(handle);
+        return -1;
+    }
+    /* POSIX guarantees a data pointer from dlsym converts to a function
+     * pointer; ISO C has no cast for it, memcpy is exact. */
+    ks_plugin_entry_fn entry;
+    _Static_assert(sizeof entry == sizeof sym, "function pointer size");
+    memcpy(&entry, &sym, sizeof entry);
+    if (stage)
+        stage(KS_PLUGIN_ENTRY_SYMBOL);
+    const ks_plugin_descriptor *d = entry(api);
+    if (stage)
+        stage("the descriptor checks");
+    if (check_descriptor(path, d, err, errlen) != 0) {
+        dlclose(handle);
+        return -1;
+    }
+    *handle_out = handle;
+    *out = d;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* Public functions                                                    */
 /* ------------------------------------------------------------------ */
 
@@ -55,6 +106,7 @@ int ks_plugin_open(const char *path, const char *copy_dir,
     size_t len = 0;
     char *copy = NULL;
     void *handle = NULL;
+    const ks_plugin_descriptor *d = NULL;
     ks_plugin *pl = NULL;
 
     if (out)
@@ -73,28 +125,11 @@ int ks_plugin_open(const char *path, const char *copy_dir,
     free(buf);
     buf = NULL;
 
-    dlerror(); /* clear a stale error */
-    handle = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *why = dlerror();
-        set_err(err, errlen, "%s: dlopen failed: %s", path,
-                why ? why : "unknown error");
+    /* The trial child first: a build that crashes or hangs the dynamic
+     * loader, its constructors or its entry point kills only the child. */
+    if (trial_load(path, copy, err, errlen) != 0)
         goto fail;
-    }
-    dlerror();
-    void *sym = dlsym(handle, KS_PLUGIN_ENTRY_SYMBOL);
-    if (!sym) {
-        set_err(err, errlen, "%s: no entry symbol '%s' (is it exported? "
-                "build with KS_EXPORT)", path, KS_PLUGIN_ENTRY_SYMBOL);
-        goto fail;
-    }
-    /* POSIX guarantees a data pointer from dlsym converts to a function
-     * pointer; ISO C has no cast for it, memcpy is exact. */
-    ks_plugin_entry_fn entry;
-    _Static_assert(sizeof entry == sizeof sym, "function pointer size");
-    memcpy(&entry, &sym, sizeof entry);
-    const ks_plugin_descriptor *d = entry(api);
-    if (check_descriptor(path, d, err, errlen) != 0)
+    if (load_checked(path, copy, api, NULL, &handle, &d, err, errlen) != 0)
         goto fail;
 
     pl = calloc(1, sizeof *pl);

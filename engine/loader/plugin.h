@@ -3,10 +3,13 @@
  *
  * A build is loaded from a private copy (dlopen of a path that is already
  * loaded returns the old image, glibc 2.36), with RTLD_NOW|RTLD_LOCAL.
- * Checks run in a fixed order before any plugin code other than the entry
- * point: file is a complete ELF shared object, entry symbol present, magic,
+ * Checks run in a fixed order: file is a complete ELF shared object (before
+ * any plugin code runs), the trial load in a helper process when one is set
+ * (ks_plugin_set_trial), then in this process entry symbol present, magic,
  * struct size, ABI major equal, ABI minor not newer than the host, then
- * identity (name syntax, processor and function tables well formed). Each
+ * identity (name syntax, processor and function tables well formed). The
+ * plugin's ELF constructors and entry point run before the descriptor
+ * checks (dlopen runs constructors): in the helper first, then here. Each
  * refusal is one line naming the path and the field that differs.
  */
 #ifndef KS_PLUGIN_H
@@ -36,6 +39,39 @@ typedef struct ks_plugin {
 int ks_plugin_open(const char *path, const char *copy_dir,
                    const ks_host_api *api, ks_plugin **out, char *err,
                    size_t errlen);
+
+/* The hidden command of a trial helper: `EXE __plugin-trial PATH COPY`. */
+#define KS_PLUGIN_TRIAL_COMMAND "__plugin-trial"
+/* How long a trial load may take before the helper is killed, by default. */
+#define KS_PLUGIN_TRIAL_TIMEOUT_MS 10000
+
+/*
+ * Make ks_plugin_open trial-load every build before it dlopens it: the
+ * private copy is loaded, its entry point called and its descriptor
+ * checked in a new process running `exe` (posix_spawn; the program must
+ * hand `exe KS_PLUGIN_TRIAL_COMMAND PATH COPY` to ks_plugin_trial_main
+ * first thing in main). A helper killed by a signal, exiting without a
+ * verdict or running past `timeout_ms` refuses the build. `exe` is
+ * borrowed and must outlive every load ("/proc/self/exe": the running
+ * binary); NULL turns the trial off (the default). Process-wide: call
+ * before any thread loads a plugin.
+ */
+void ks_plugin_set_trial(const char *exe, int timeout_ms);
+
+/*
+ * The helper's side: argv is `PROG KS_PLUGIN_TRIAL_COMMAND PATH COPY`.
+ * Loads COPY as ks_plugin_open would (entry point called with `api`,
+ * borrowed), writes the steps and the verdict to file descriptor 3 and
+ * ends the process with _exit: 0 when a verdict was written, 64 on a
+ * wrong argv. Does not return.
+ */
+_Noreturn void ks_plugin_trial_main(int argc, char **argv,
+                                    const ks_host_api *api);
+
+/* Set SIGSEGV, SIGBUS, SIGILL, SIGFPE and SIGABRT to their default
+ * action (the trial helper does it before loading, so that a crash ends it
+ * by that signal even when a sanitizer installed handlers). */
+void ks_loader_default_crash_signals(void);
 
 /* Remove the private copies in `copy_dir` (borrowed) that processes left
  * when they died without closing their plugins (kill -9): those whose pid

@@ -6,6 +6,10 @@
  *                   complete ELF64 shared object for this host
  *   plugin_copy.c   write those bytes to a private copy with a name no
  *                   loaded image has
+ *   plugin_trial.c  trial-load that copy in a helper process (when one is
+ *                   set): a crash or hang there refuses the build
+ *   plugin.c        dlopen, the entry point (load_checked, also what the
+ *                   trial child runs)
  *   plugin_desc.c   check the descriptor the entry point returned
  *
  * Each returns 0, or -1 with one line "PATH: what is wrong" in err and
@@ -53,5 +57,24 @@ int ks_loader_write_copy(const char *path, const char *copy_dir,
 int ks_loader_check_descriptor(const char *path, const ks_plugin_descriptor *d,
                                char *err, size_t errlen);
 #define check_descriptor(...) ks_loader_check_descriptor(__VA_ARGS__)
+
+/* Trial-load the private copy `copy` of `path` in a helper process
+ * (plugin_trial.c); 0 when it loaded and passed the checks there, or when
+ * no helper is set (ks_plugin_set_trial). */
+int ks_loader_trial_load(const char *path, const char *copy, char *err,
+                         size_t errlen);
+#define trial_load(...) ks_loader_trial_load(__VA_ARGS__)
+
+/* dlopen `copy` (RTLD_NOW|RTLD_LOCAL), find the entry point, call it with
+ * `api`, check the descriptor (messages name `path`). `stage`, when not
+ * NULL, is told each step before it runs ("dlopen", the entry symbol,
+ * "the descriptor checks"). On success *handle_out is the dlopen handle
+ * (the caller's to dlclose) and *out the descriptor inside the image; on
+ * failure nothing stays loaded. */
+int ks_loader_load_checked(const char *path, const char *copy,
+                           const ks_host_api *api, void (*stage)(const char *),
+                           void **handle_out, const ks_plugin_descriptor **out,
+                           char *err, size_t errlen);
+#define load_checked(...) ks_loader_load_checked(__VA_ARGS__)
 
 #endif

@@ -7,19 +7,25 @@
  *      the output; per key the counts go 1..n (the store carried over) and
  *      the marks go v1...v1 v2...v2, never back; the old copy is unmapped.
  *   2. refusals: truncated file, ABI major 2, init failure, missing
- *      processor type, state version changed without migrate: each is
- *      refused (log + status), v2 keeps processing, nothing lost.
+ *      processor type, state version changed without migrate, a dynamic
+ *      section of garbage (valid ELF headers: dlopen of it SIGSEGVs the
+ *      process, glibc 2.36) and a constructor that calls abort(): each is
+ *      refused (log + status), v2 keeps processing, nothing lost, the
+ *      engine lives; `kstreams check` of the garbage build exits 2.
  *   3. twenty reloads in a row under load, shipped by cp, install and
  *      rename: no growth in mapped plugin copies, file descriptors or
  *      resident memory.
  */
 #include <CUnit/CUnit.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "elf_corrupt.h"
 #include "itest.h"
 
 #define KEYS 200
@@ -255,6 +261,9 @@ static void refused(const char *what, const char *reason)
     int before = it_log_count(log_path, "new build refused");
     if (strcmp(what, "truncated") == 0)
         write_truncated(build("reload_v1"));
+    else if (strcmp(what, "corrupt") == 0) {
+        CU_ASSERT(ks_test_write_corrupt(build("reload_v1"), watched) == 0);
+    }
     else if (strcmp(what, "major2") == 0)
         cp_over(build("major2"));
     else
@@ -266,6 +275,39 @@ static void refused(const char *what, const char *reason)
     it_sleep_ms(500); /* v2 keeps processing meanwhile */
 }
 
+/* `kstreams check` of a pipeline naming a garbage build: refused, exit 2,
+ * no crash (before the pre-flight: exit 139, SIGSEGV). */
+static void check_refuses_corrupt(void)
+{
+    char bad[600], bad_yaml[600], out[8192], want[1200];
+    snprintf(bad, sizeof bad, "%s/corrupt.so", dir);
+    snprintf(bad_yaml, sizeof bad_yaml, "%s/corrupt.yaml", dir);
+    CU_ASSERT_FATAL(ks_test_write_corrupt(build("reload_v1"), bad) == 0);
+    it_write_file(bad_yaml,
+                  "application: %s-check\n"
+                  "kafka: { bootstrap: [%s] }\n"
+                  "state_dir: %s\n"
+                  "plugins: [%s]\n"
+                  "sources:\n"
+                  "  in: { topic: %s, key: string, value: string }\n"
+                  "nodes:\n"
+                  "  - { name: tag, type: reload.tag, from: in }\n"
+                  "sinks:\n"
+                  "  - { from: tag, topic: %s, key: string, value: string }\n",
+                  app, it_bootstrap(), state, bad, in_topic, out_topic);
+    char line[2000];
+    snprintf(line, sizeof line, "'%s' check '%s' 2>&1", it_kstreams(), bad_yaml);
+    FILE *p = popen(line, "r");
+    CU_ASSERT_FATAL(p != NULL);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    snprintf(want, sizeof want, "%s: trial load crashed (SIGSEGV in dlopen); refused", bad);
+    printf("\n  kstreams check of a garbage build: %s", out);
+    CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    CU_ASSERT(strstr(out, want) != NULL);
+}
+
 static void test_refusals(void)
 {
     producer_start();
@@ -275,10 +317,15 @@ static void test_refusals(void)
     refused("reload_initfail", "init refuses on purpose");
     refused("reload_noproc", "has no processor type 'tag'");
     refused("reload_state2", "no migrate()");
+    /* before the pre-flight, each of these two killed the engine */
+    refused("corrupt", "trial load crashed (SIGSEGV in dlopen); refused");
+    refused("ctor_abort", "trial load crashed (SIGABRT in dlopen); refused");
+    CU_ASSERT(kill(engine, 0) == 0);
     char out[8192];
     CU_ASSERT_EQUAL(kstreams_cmd("status", out, sizeof out), 0);
     CU_ASSERT(strstr(out, "build reload-v2") != NULL);
     CU_ASSERT(strstr(out, "last reload error: -") == NULL);
+    check_refuses_corrupt();
     /* the right build again: the file holds the running build */
     cp_over(build("reload_v2"));
     it_sleep_ms(1000);

@@ -6,10 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "loader/plugin.h"
+#include "runtime/task.h"
 #include "unit/suites.h"
 
 int main(int argc, char **argv)
 {
+    /* The plugin pre-flight's helper is this binary, as in the engine. */
+    if (argc > 1 && strcmp(argv[1], KS_PLUGIN_TRIAL_COMMAND) == 0)
+        ks_plugin_trial_main(argc, argv, ks_host_api_table());
+    ks_plugin_set_trial("/proc/self/exe", KS_PLUGIN_TRIAL_TIMEOUT_MS);
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 2;
     KS_TEST_SUITES

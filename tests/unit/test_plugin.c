@@ -16,12 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "loader/plugin.h"
 #include "loader/plugin_internal.h"
+#include "elf_corrupt.h"
 #include "unit/suites.h"
 #include "unit/test_util.h"
 
@@ -619,6 +622,68 @@ static void test_prune_copies(void)
     CU_ASSERT_EQUAL(ks_plugin_copies_prune("/nonexistent/ks-copies"), 0);
 }
 
+/* ---- the pre-flight: a trial load in a helper process ---------------- */
+
+/* Expect the refusal "PLUGIN(name): `what`". */
+static void expect_trial_refusal(const char *name, const char *what)
+{
+    char path[4096], want[8192];
+    snprintf(path, sizeof path, PLUGIN_DIR "/.libs/%s.so", name);
+    snprintf(want, sizeof want, "%s: %s", path, what);
+    expect_refusal(path, want);
+}
+
+/* A build with valid ELF headers and a garbage dynamic section: without
+ * the pre-flight ks_plugin_open kills its process with SIGSEGV in dlopen
+ * (checked in a forked child: what `kstreams check` and hot reload did
+ * before, exit 139); with it, a one-line refusal. */
+static void test_trial_corrupt_dynamic(void)
+{
+    char path[8192], child_copies[8192], want[16384];
+    snprintf(path, sizeof path, "%s/corrupt.so", fx.dir);
+    snprintf(child_copies, sizeof child_copies, "%s/child-copies", fx.dir);
+    CU_ASSERT_EQUAL_FATAL(ks_test_write_corrupt(PLUGIN("good"), path), 0);
+
+    pid_t child = fork();
+    CU_ASSERT_FATAL(child >= 0);
+    if (child == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        ks_loader_default_crash_signals(); /* under ASan too: die by the signal */
+        ks_plugin_set_trial(NULL, 0);
+        ks_plugin *pl = NULL;
+        char err[1024];
+        int rc = ks_plugin_open(path, child_copies, &fake_api, &pl, err, sizeof err);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    int st = 0;
+    CU_ASSERT_EQUAL(waitpid(child, &st, 0), child);
+    CU_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+
+    snprintf(want, sizeof want, "%s: trial load crashed (SIGSEGV in dlopen); refused", path);
+    expect_refusal(path, want);
+}
+
+/* Constructors and the entry point run first in the helper: a crash, an
+ * exit (quoting the last line printed) or a hang there refuses the build,
+ * naming the step. */
+static void test_trial_constructors(void)
+{
+    expect_trial_refusal("ctor_abort", "trial load crashed (SIGABRT in dlopen); refused");
+    expect_trial_refusal("ctor_segv", "trial load crashed (SIGSEGV in dlopen); refused");
+    expect_trial_refusal("ctor_exit", "trial load exited with status 3 in dlopen: "
+                                      "ctor_exit: giving up; refused");
+    expect_trial_refusal("entry_segv",
+                         "trial load crashed (SIGSEGV in ks_plugin_entry); refused");
+    ks_plugin_set_trial("/proc/self/exe", 1000);
+    expect_trial_refusal("ctor_hang", "trial load did not finish within 1000 ms "
+                                      "(hung in dlopen); killed and refused");
+    ks_plugin_set_trial("/nonexistent/kstreams", 0);
+    expect_trial_refusal("good", "cannot start the trial load (/nonexistent/kstreams): "
+                                 "No such file or directory; refused");
+    ks_plugin_set_trial("/proc/self/exe", KS_PLUGIN_TRIAL_TIMEOUT_MS);
+}
+
 void ks_test_register_plugin(void)
 {
     CU_pSuite s = CU_add_suite("plugin", suite_init, suite_cleanup);
@@ -633,4 +698,8 @@ void ks_test_register_plugin(void)
     CU_add_test(s, "refuse incomplete or foreign files", test_refuse_file);
     CU_add_test(s, "find plugins", test_find);
     CU_add_test(s, "copies left by dead processes are pruned", test_prune_copies);
+    CU_add_test(s, "pre-flight refuses a garbage dynamic section",
+                test_trial_corrupt_dynamic);
+    CU_add_test(s, "pre-flight refuses crashing or hanging constructors",
+                test_trial_constructors);
 }
