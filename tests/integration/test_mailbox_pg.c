@@ -15,6 +15,10 @@
  * for the failed ones), its note and 255 raw bytes exact, one ledger row
  * per command with the right status, one result per command on the
  * results topic (read_committed), and the reconciliations logged.
+ *
+ * A second pipeline takes its connection from `outbox: { backend:
+ * postgres }`; its handler tries to COMMIT through sql_exec: the task
+ * stops, and that command's INSERT is rolled back with its ledger row.
  */
 #include <CUnit/CUnit.h>
 #include <libpq-fe.h>
@@ -95,40 +99,55 @@ static int is_bad(int i) { return i % 101 == 7; }
 
 static void event_of(int i, char id[33]) { snprintf(id, 33, "%032x", (unsigned)(i + 1)); }
 
-/* The commands, with their ks.event_id headers, round-robin over users. */
-static int produce_commands(const char *topic)
+static rd_kafka_t *producer(void)
 {
     char err[256];
     rd_kafka_conf_t *c = rd_kafka_conf_new();
     rd_kafka_conf_set(c, "bootstrap.servers", it_bootstrap(), err, sizeof err);
     rd_kafka_conf_set(c, "enable.idempotence", "true", err, sizeof err);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+    return rd_kafka_new(RD_KAFKA_PRODUCER, c, err, sizeof err);
+}
+
+/* One command with its ks.event_id header; 0 or -1. */
+static int produce_one(rd_kafka_t *rk, const char *topic, int part, const char *key,
+                       const char *value, const char *id)
+{
+    rd_kafka_resp_err_t e;
+    while ((e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                  RD_KAFKA_V_KEY(key, strlen(key)),
+                                  RD_KAFKA_V_VALUE((void *)value, strlen(value)),
+                                  RD_KAFKA_V_HEADER("ks.event_id", id, 32),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
+           RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        rd_kafka_poll(rk, 10);
+    rd_kafka_poll(rk, 0);
+    return e ? -1 : 0;
+}
+
+static int finish(rd_kafka_t *rk, int rc)
+{
+    if (rd_kafka_flush(rk, 60000))
+        rc = -1;
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+/* The commands, with their ks.event_id headers, round-robin over users. */
+static int produce_commands(const char *topic)
+{
+    rd_kafka_t *rk = producer();
     if (!rk)
         return -1;
-    for (int i = 0; i < N; i++) {
+    int rc = 0;
+    for (int i = 0; i < N && rc == 0; i++) {
         char key[32], value[128], id[33];
         snprintf(key, sizeof key, "user-%02d", i % USERS);
         snprintf(value, sizeof value, "{\"amount\":%d,\"retry\":%s,\"bad\":%s}", 1 + i % 7,
                  is_retry(i) ? "true" : "false", is_bad(i) ? "true" : "false");
         event_of(i, id);
-        rd_kafka_resp_err_t e;
-        while ((e = rd_kafka_producev(
-                    rk, RD_KAFKA_V_TOPIC(topic),
-                    RD_KAFKA_V_PARTITION((i % USERS) % PARTS),
-                    RD_KAFKA_V_KEY(key, strlen(key)), RD_KAFKA_V_VALUE(value, strlen(value)),
-                    RD_KAFKA_V_HEADER("ks.event_id", id, 32),
-                    RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END)) ==
-               RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            rd_kafka_poll(rk, 10);
-        if (e) {
-            rd_kafka_destroy(rk);
-            return -1;
-        }
-        rd_kafka_poll(rk, 0);
+        rc = produce_one(rk, topic, (i % USERS) % PARTS, key, value, id);
     }
-    rd_kafka_resp_err_t e = rd_kafka_flush(rk, 60000);
-    rd_kafka_destroy(rk);
-    return e ? -1 : 0;
+    return finish(rk, rc);
 }
 
 static void write_yaml(const char *path, const char *app, const char *topic,
@@ -289,11 +308,88 @@ static void test_kill_mid_transaction(void)
     PQfinish(db);
 }
 
+/* --- 2. the outbox's connection; a handler's COMMIT refused ------------ */
+
+static void test_commit_refused(void)
+{
+    if (!dir[0])
+        it_tempdir(dir, sizeof dir);
+    setenv("KS_TEST_PG_DSN", pg_dsn(), 1);
+    db = PQconnectdb(pg_dsn());
+    CU_ASSERT_EQUAL_FATAL(PQstatus(db), CONNECTION_OK);
+    CU_ASSERT_EQUAL_FATAL(run_sql("SELECT 1 FROM ks_mailbox_ledger LIMIT 1") == 0 ||
+                              fresh_schema() == 0,
+                          1);
+    char app[128], topic[128], yaml[512], log[512];
+    it_unique(app, sizeof app, "mbpgc");
+    it_unique(topic, sizeof topic, "mbpgc-commands");
+    snprintf(yaml, sizeof yaml, "%s/c.yaml", dir);
+    snprintf(log, sizeof log, "%s/commit.log", dir);
+    CU_ASSERT_EQUAL_FATAL(it_create_topic(topic, 1), 0);
+    rd_kafka_t *rk = producer();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rk);
+    int rc = produce_one(rk, topic, 0, "c-user", "{\"amount\":1}",
+                         "c0000000000000000000000000000001");
+    rc |= produce_one(rk, topic, 0, "c-user", "{\"amount\":2}",
+                      "c0000000000000000000000000000002");
+    rc |= produce_one(rk, topic, 0, "c-user", "{\"amount\":4,\"commit\":true}",
+                      "c0000000000000000000000000000003");
+    CU_ASSERT_EQUAL_FATAL(finish(rk, rc), 0);
+    CU_ASSERT_EQUAL_FATAL(
+        it_write_file(yaml,
+                      "application: %s\n"
+                      "kafka: { bootstrap: [%s] }\n"
+                      "state_dir: %s/state-c\n"
+                      "plugin_path: [\"%s/plugins/.libs\", \"%s/tests/plugins/.libs\"]\n"
+                      "sources:\n"
+                      "  commands: { topic: %s, key: string, value: json }\n"
+                      "nodes:\n"
+                      "  - name: mailbox\n"
+                      "    type: mailbox\n"
+                      "    from: commands\n"
+                      "    stores: [unused]\n"
+                      "    functions: { handler: pgbank.apply }\n"
+                      "    config: { ledger_backend: postgres }\n"
+                      "sinks:\n"
+                      "  - { from: mailbox, topic: %s-results, key: string, value: json, "
+                      "create: true }\n"
+                      "outbox:\n"
+                      "  backend: postgres\n"
+                      "  dsn_env: KS_TEST_PG_DSN\n"
+                      "  topic: %s-unused\n",
+                      app, it_bootstrap(), dir, KS_TEST_BUILDDIR, KS_TEST_BUILDDIR, topic, app,
+                      app),
+        0);
+    pid_t pid = it_engine_start(yaml, "c1", log);
+    int st = it_engine_wait(pid, 40000);
+    if (st < 0)
+        it_engine_kill(pid);
+    long rows = q_long("SELECT count(*) FROM balances WHERE user_id = 'c-user'");
+    long ledger = q_long("SELECT count(*) FROM ks_mailbox_ledger WHERE event_id LIKE 'c%'");
+    int refused = it_log_count(log, "transaction control is the ledger's");
+    printf("\n  engine exit %d; %ld balances rows, %ld ledger rows (want 2, 2); %d refusals "
+           "logged",
+           st, rows, ledger, refused);
+    CU_ASSERT(st > 0 && st != 128 + 9); /* stopped by itself, with an error */
+    CU_ASSERT_EQUAL(rows, 2);
+    CU_ASSERT_EQUAL(ledger, 2);
+    CU_ASSERT(refused >= 1);
+    CU_ASSERT(it_log_count(log, "ledger: connected to PostgreSQL") >= 1);
+    PQfinish(db);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
         {"ledger in PostgreSQL, handler SQL in its transaction, kill -9 three times",
          test_kill_mid_transaction},
+        {"the outbox's connection; a handler's COMMIT is refused and rolled back",
+         test_commit_refused},
         {NULL, NULL}};
+    const char *only = getenv("KS_TEST_CASE");
+    if (only) {
+        it_case one[2] = {cases[atoi(only)], {NULL, NULL}};
+        return it_main("mailbox_pg", one);
+    }
     return it_main("mailbox_pg", cases);
 }

@@ -10,6 +10,8 @@
  * in this process returns KS_RETRY after its INSERT (which must then be
  * rolled back). "bad": a second INSERT breaks a CHECK constraint, the
  * handler returns KS_SKIP (PUSHED_FAILURE; its first INSERT rolled back).
+ * "commit": after its INSERT it tries to COMMIT through sql_exec, which
+ * is refused (KS_FATAL), and returns that verdict.
  * Result: {"total": <the user's sum so far>}.
  */
 #include <kstreams/kstreams.h>
@@ -81,6 +83,8 @@ static ks_verdict apply(ks_ctx *ctx, const ks_record *c, ks_buf *out)
         return r;
     if (flag(c, "/retry") && !retried_before(id))
         return KS_RETRY;
+    if (flag(c, "/commit"))
+        return host->sql_exec(ctx, "COMMIT", 0, NULL, NULL, NULL);
     if (flag(c, "/bad")) {
         const char *b[] = {id, user};
         r = host->sql_exec(ctx,
