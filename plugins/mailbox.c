@@ -40,6 +40,17 @@
  * without horizon rows (written by 0.1.0, or never pruned) is read the
  * same way; 0.1.0 reads a pruned ledger and ignores the horizon rows.
  *
+ * The ledger in PostgreSQL (`ledger_backend: postgres`, ABI 1.7): steps
+ * 1-4 as above, but the row is in the table ks_mailbox_ledger
+ * (sql/outbox_pg_002.sql) and each command is one PostgreSQL transaction
+ * of its own, opened by ledger_begin, holding the handler's sql_exec
+ * statements and the row, committed by ledger_commit before the Kafka
+ * transaction: a replay (the Kafka transaction aborted, the engine killed
+ * after the PostgreSQL commit) finds the row and only forwards its
+ * result again (step 3). The handler's store writes are NOT in that
+ * transaction: this ledger is for handlers whose effects are in
+ * PostgreSQL. No retention there (step 5): see sql/outbox_pg_002.sql.
+ *
  * Retention (`ledger_retention`, default 1 000 000): rows of offsets more
  * than that many offsets below the newest command of their partition are
  * deleted with store_delete (changelog tombstones, so a restore sees the
@@ -78,7 +89,8 @@ typedef struct prune_slot {
 } prune_slot;
 
 typedef struct mailbox_state {
-    ks_store *ledger;
+    ks_store *ledger; /* NULL when the ledger is in PostgreSQL */
+    int pg;           /* `ledger_backend: postgres` */
     ks_handler_fn handler;
     ks_buf *out;
     char group[256];
@@ -90,6 +102,58 @@ typedef struct mailbox_state {
     int64_t victims[LEDGER_PRUNE_MAX]; /* offsets collected by a prune scan */
 } mailbox_state;
 
+static void init_failed(ks_ctx *ctx, mailbox_state *st)
+{
+    if (st->pg)
+        host->ledger_close(ctx);
+    free(st);
+}
+
+/* `ledger_backend: postgres`: connect this instance (ABI 1.7). */
+static ks_verdict open_pg_ledger(ks_ctx *ctx, mailbox_state *st)
+{
+    if (!KS_API_HAS(host, sql_exec)) {
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: node '%s': `ledger_backend: postgres` needs a kstreams of ABI "
+                  "1.7 or later",
+                  host->node_name(ctx));
+        return KS_FATAL;
+    }
+    const char *env = NULL;
+    if (host->config_string(ctx, "ledger_dsn_env", &env) != 0 || !env || !*env)
+        env = NULL; /* the pipeline's postgres outbox */
+    int rc = host->ledger_open(ctx, env);
+    if (rc == KS_ERR_NOT_FOUND)
+        host->log(ctx, KS_LOG_ERROR,
+                  env ? "mailbox: node '%s': the environment variable %s (ledger_dsn_env) "
+                        "is not set"
+                      : "mailbox: node '%s': `ledger_backend: postgres` needs "
+                        "`ledger_dsn_env` or an `outbox: { backend: postgres }`%s",
+                  host->node_name(ctx), env ? env : "");
+    else if (rc != 0)
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: node '%s': cannot open the PostgreSQL ledger (error %d)",
+                  host->node_name(ctx), rc);
+    st->pg = rc == 0;
+    return rc == 0 ? KS_OK : KS_FATAL;
+}
+
+/* Where the ledger is: 1 postgres, 0 the store, -1 a bad value (logged). */
+static int ledger_backend(ks_ctx *ctx)
+{
+    const char *b = NULL;
+    if (host->config_string(ctx, "ledger_backend", &b) != 0 || !b || !*b ||
+        strcmp(b, "store") == 0)
+        return 0;
+    if (strcmp(b, "postgres") == 0)
+        return 1;
+    host->log(ctx, KS_LOG_ERROR,
+              "mailbox: node '%s': config key 'ledger_backend' must be store or postgres, "
+              "found '%s'",
+              host->node_name(ctx), b);
+    return -1;
+}
+
 static ks_verdict mailbox_init(ks_ctx *ctx, void **state)
 {
     mailbox_state *st = calloc(1, sizeof *st);
@@ -97,10 +161,15 @@ static ks_verdict mailbox_init(ks_ctx *ctx, void **state)
         host->log(ctx, KS_LOG_ERROR, "mailbox: out of memory");
         return KS_FATAL;
     }
+    int backend = ledger_backend(ctx);
+    if (backend < 0 || (backend == 1 && open_pg_ledger(ctx, st) != KS_OK)) {
+        free(st);
+        return KS_FATAL;
+    }
     const char *ledger = NULL;
     if (host->config_string(ctx, "ledger", &ledger) != 0 || !ledger || !*ledger)
         ledger = NULL; /* the node's first store */
-    int rc = host->store(ctx, ledger, &st->ledger);
+    int rc = st->pg ? 0 : host->store(ctx, ledger, &st->ledger);
     if (rc != 0) {
         host->log(ctx, KS_LOG_ERROR,
                   "mailbox: node '%s' has no store %s%s%s for the idempotency ledger "
@@ -117,7 +186,7 @@ static ks_verdict mailbox_init(ks_ctx *ctx, void **state)
                   "mailbox: node '%s' needs `functions: { handler: plugin.function }` "
                   "naming a KS_FN_HANDLER (error %d)",
                   host->node_name(ctx), rc);
-        free(st);
+        init_failed(ctx, st);
         return KS_FATAL;
     }
     st->handler = (ks_handler_fn)fn;
@@ -136,11 +205,11 @@ static ks_verdict mailbox_init(ks_ctx *ctx, void **state)
                   "mailbox: node '%s': config key 'ledger_retention' must be 0 (keep every "
                   "ledger row) or a number of offsets per partition >= 1, found %lld",
                   host->node_name(ctx), (long long)st->retention);
-        free(st);
+        init_failed(ctx, st);
         return KS_FATAL;
     }
     if (!(st->out = host->buf_new())) {
-        free(st);
+        init_failed(ctx, st);
         return KS_FATAL;
     }
     *state = st;
@@ -380,6 +449,96 @@ static ks_verdict ledger_prune(ks_ctx *ctx, mailbox_state *st, const char *lk, s
     return KS_OK;
 }
 
+static void log_mismatch(ks_ctx *ctx, const ks_record *rec, const char *id, const char *was)
+{
+    /* same offset, another event: this is not a replay (the topic was
+     * recreated, or the ledger belongs to another topic); skipping it
+     * would lose the command, running it could run another twice */
+    host->log(ctx, KS_LOG_ERROR,
+              "mailbox: %s[%d]@%lld is event %s, but the ledger row of that offset is "
+              "event %s: the topic was recreated or its offsets reused while node "
+              "'%s''s ledger still holds the old ones; delete this application's "
+              "state and ledger changelog (or its ks_mailbox_ledger rows), or give the "
+              "new topic a new name",
+              rec->topic ? rec->topic : "-", (int)rec->partition, (long long)rec->offset, id,
+              was, host->node_name(ctx));
+    host->metric_add(ctx, "ledger_mismatch", 1);
+}
+
+/* Step 3: already processed; reconcile by sending the stored result again. */
+static ks_verdict resend(ks_ctx *ctx, mailbox_state *st, const ks_record *rec, const char *id,
+                         ks_bytes done)
+{
+    if (st->already++ % 1000 == 0)
+        host->log(ctx, KS_LOG_INFO,
+                  "mailbox: event %s (%s[%d]@%lld) already processed; result sent "
+                  "again, handler not run (%llu so far)",
+                  id, rec->topic ? rec->topic : "-", (int)rec->partition,
+                  (long long)rec->offset, (unsigned long long)st->already);
+    host->metric_add(ctx, "already_processed", 1);
+    /* copy: the borrowed value ends with the next store write */
+    char *copy = malloc(done.len ? done.len : 1);
+    if (!copy)
+        return KS_RETRY;
+    memcpy(copy, done.data, done.len);
+    ks_verdict v = forward_result(ctx, rec, id, copy, done.len);
+    free(copy);
+    return v;
+}
+
+/* Steps 1-4 with the ledger in PostgreSQL: one transaction per command. */
+static ks_verdict process_pg(ks_ctx *ctx, mailbox_state *st, const ks_record *rec,
+                             const char *id)
+{
+    ks_bytes done;
+    int rc = host->ledger_begin(ctx, st->group, rec->topic ? rec->topic : "-", rec->partition,
+                                rec->offset, &done);
+    if (rc == 0) {
+        char was[EVENT_ID_LEN + 1];
+        if (ledger_event(done, was) && strcmp(was, id) != 0) {
+            log_mismatch(ctx, rec, id, was);
+            return KS_FATAL;
+        }
+        return resend(ctx, st, rec, id, done);
+    }
+    if (rc != KS_ERR_NOT_FOUND) {
+        host->log(ctx, KS_LOG_WARN, "mailbox: ledger lookup failed (error %d); retrying", rc);
+        return KS_RETRY;
+    }
+    host->buf_set(st->out, NULL, 0);
+    ks_verdict v = st->handler(ctx, rec, st->out);
+    if (v != KS_OK && v != KS_SKIP) {
+        host->ledger_rollback(ctx); /* its statements go with it */
+        return v;
+    }
+    char *text = result_json(v == KS_OK ? "SUCCESS" : "PUSHED_FAILURE",
+                             host->buf_get(st->out), rec, id);
+    if (!text) {
+        host->ledger_rollback(ctx);
+        return KS_RETRY;
+    }
+    size_t len = strlen(text);
+    rc = host->ledger_commit(ctx, id, v == KS_SKIP, (ks_bytes){text, len});
+    if (rc == KS_ERR_STATE) {
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: the handler of node '%s' returned KS_OK after one of its SQL "
+                  "statements failed (%s[%d]@%lld); return KS_SKIP or KS_RETRY then",
+                  host->node_name(ctx), rec->topic ? rec->topic : "-", (int)rec->partition,
+                  (long long)rec->offset);
+        free(text);
+        return KS_FATAL;
+    }
+    if (rc != 0) {
+        free(text);
+        host->log(ctx, KS_LOG_WARN, "mailbox: ledger commit failed (error %d); retrying", rc);
+        return KS_RETRY;
+    }
+    host->metric_add(ctx, v == KS_OK ? "success" : "pushed_failure", 1);
+    ks_verdict fv = forward_result(ctx, rec, id, text, len);
+    free(text);
+    return fv;
+}
+
 static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     mailbox_state *st = state;
@@ -393,6 +552,8 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
         host->metric_add(ctx, "no_event_id", 1);
         return KS_SKIP;
     }
+    if (st->pg)
+        return process_pg(ctx, st, rec, id);
     char lk[LEDGER_KEY_MAX + 1];
     int pn = snprintf(lk, sizeof lk, LEDGER_PREFIX "%s/%s/%d/", st->group,
                       rec->topic ? rec->topic : "-", (int)rec->partition);
@@ -407,37 +568,11 @@ static ks_verdict mailbox_process(ks_ctx *ctx, void *state, const ks_record *rec
     int rc = host->store_get(st->ledger, key, &done);
     char was[EVENT_ID_LEN + 1];
     if (rc == 0 && ledger_event(done, was) && strcmp(was, id) != 0) {
-        /* same offset, another event: this is not a replay (the topic was
-         * recreated, or the ledger belongs to another topic); skipping it
-         * would lose the command, running it could run another twice */
-        host->log(ctx, KS_LOG_ERROR,
-                  "mailbox: %s[%d]@%lld is event %s, but the ledger row of that offset is "
-                  "event %s: the topic was recreated or its offsets reused while node "
-                  "'%s''s ledger still holds the old ones; delete this application's "
-                  "state and ledger changelog, or give the new topic a new name",
-                  rec->topic ? rec->topic : "-", (int)rec->partition, (long long)rec->offset,
-                  id, was, host->node_name(ctx));
-        host->metric_add(ctx, "ledger_mismatch", 1);
+        log_mismatch(ctx, rec, id, was);
         return KS_FATAL;
     }
-    if (rc == 0) {
-        /* already processed: reconcile by sending the stored result again */
-        if (st->already++ % 1000 == 0)
-            host->log(ctx, KS_LOG_INFO,
-                      "mailbox: event %s (%s[%d]@%lld) already processed; result sent "
-                      "again, handler not run (%llu so far)",
-                      id, rec->topic ? rec->topic : "-", (int)rec->partition,
-                      (long long)rec->offset, (unsigned long long)st->already);
-        host->metric_add(ctx, "already_processed", 1);
-        /* copy: the borrowed value ends with the next store write */
-        char *copy = malloc(done.len ? done.len : 1);
-        if (!copy)
-            return KS_RETRY;
-        memcpy(copy, done.data, done.len);
-        ks_verdict v = forward_result(ctx, rec, id, copy, done.len);
-        free(copy);
-        return v;
-    }
+    if (rc == 0)
+        return resend(ctx, st, rec, id, done);
     if (rc != KS_ERR_NOT_FOUND)
         return store_failed(ctx, rc, "read");
     int64_t horizon = -1;
@@ -494,6 +629,8 @@ static void mailbox_close(ks_ctx *ctx, void *state)
     mailbox_state *st = state;
     if (!st)
         return;
+    if (st->pg)
+        host->ledger_close(ctx);
     host->buf_free(st->out);
     for (size_t i = 0; i < st->slot_count; i++)
         free(st->slots[i].prefix);
@@ -508,6 +645,12 @@ static const ks_config_field mailbox_config[] = {
      "consumer group in the ledger key; default: the application id"},
     {"ledger_retention", KS_CONFIG_INT, 0, LEDGER_RETENTION_DEFAULT,
      "ledger rows kept per input partition: the newest N offsets; 0 keeps every row"},
+    {"ledger_backend", KS_CONFIG_STRING, 0, "store",
+     "store: the ledger in the node's LMDB store; postgres: in PostgreSQL, one transaction "
+     "with the handler's sql_exec statements"},
+    {"ledger_dsn_env", KS_CONFIG_STRING, 0, "",
+     "postgres ledger: environment variable holding the libpq connection string; default: "
+     "the pipeline's `outbox: { backend: postgres }` connection"},
 };
 
 static const ks_processor_type mailbox_type = {
@@ -530,7 +673,7 @@ static const ks_processor_type *const processors[] = {&mailbox_type};
 static const ks_plugin_descriptor descriptor = {
     KS_DESCRIPTOR_HEADER,
     .name = "mailbox",
-    .version = "0.2.0",
+    .version = "0.3.0",
     .build_id = KS_BUILD_ID,
     .processors = processors,
     .processor_count = 1,

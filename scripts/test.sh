@@ -150,7 +150,7 @@ suite_weight() {
   case $1 in
     migrate) echo 230 ;; crash) echo 170 ;; outbox) echo 170 ;; windows) echo 150 ;;
     repartition) echo 130 ;; reload) echo 100 ;; faults) echo 95 ;; joins) echo 90 ;;
-    containment) echo 60 ;; outbox_pg) echo 56 ;; stream_joins) echo 50 ;;
+    containment) echo 60 ;; outbox_pg) echo 56 ;; mailbox_pg) echo 40 ;; stream_joins) echo 50 ;;
     global_joins) echo 46 ;; static) echo 40 ;; count) echo 45 ;; stateless) echo 42 ;; fk_joins) echo 35 ;;
     mailbox) echo 22 ;; poison) echo 20 ;; eos) echo 19 ;; query | docs | metrics) echo 7 ;;
     readme) echo 33 ;; *) echo 60 ;;
@@ -160,8 +160,9 @@ suite_weight() {
 # Run suites against one broker in $KS_LANES lanes at once (default 2: the
 # suites mostly wait on the broker and on timers, and every suite names its
 # topics, groups, state directories and ports after its own pid). The shell
-# suites (docs, readme: fixed example names) and outbox_pg (it restarts the
-# PostgreSQL that readme's example uses too) share one lane, in order.
+# suites (docs, readme: fixed example names), outbox_pg (it restarts the
+# PostgreSQL that readme's example uses too) and mailbox_pg (same
+# PostgreSQL) share one lane, in order.
 run_suites() { # label test-path...
   local label=$1 t i w best; shift
   local lanes=${KS_LANES:-2}
@@ -173,11 +174,11 @@ run_suites() { # label test-path...
   for ((i = 0; i < lanes; i++)); do load[i]=0; list[i]=""; done
   for t in $(for t; do
                w=$(suite_weight "$(suite_name "$t")")
-               case $t in *.sh | */test_outbox_pg) w=$((w + 100000)) ;; esac # to lane 0
+               case $t in *.sh | */test_outbox_pg | */test_mailbox_pg) w=$((w + 100000)) ;; esac # to lane 0
                echo "$w $t"
              done | sort -rn | cut -d' ' -f2); do
     best=0
-    case $t in *.sh | */test_outbox_pg) ;; *)
+    case $t in *.sh | */test_outbox_pg | */test_mailbox_pg) ;; *)
       for ((i = 1; i < lanes; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done ;;
     esac
     load[best]=$(( load[best] + $(suite_weight "$(suite_name "$t")") ))
@@ -264,11 +265,11 @@ asan_integration() { # label
   echo "(ASan+UBSan integration block: $(( $(date +%s) - start )) s)"
 }
 
-# PostgreSQL for the outbox_pg suite (scripts/postgres.sh; PG_PORT, default
-# 55432), up while the first Kafka version's suites run.
+# PostgreSQL for the outbox_pg and mailbox_pg suites (scripts/postgres.sh;
+# PG_PORT, default 55432), up while the first Kafka version's suites run.
 pg_up=0
 pg_stop() { [ "$pg_up" = 0 ] || scripts/postgres.sh stop >/dev/null 2>&1; pg_up=0; }
-if [ -x build/tests/integration/test_outbox_pg ] && wanted outbox_pg; then
+if [ -x build/tests/integration/test_outbox_pg ] && { wanted outbox_pg || wanted mailbox_pg; }; then
   scripts/postgres.sh stop >/dev/null 2>&1 || true
   if scripts/postgres.sh start; then
     pg_up=1
@@ -293,7 +294,7 @@ for version in $KAFKA_VERSIONS; do
   for t in $(suites); do
     name=$(suite_name "$t")
     wanted "$name" || continue
-    [ "$name" = outbox_pg ] && [ "$pg_up" = 0 ] && continue
+    case $name in outbox_pg | mailbox_pg) [ "$pg_up" = 0 ] && continue ;; esac
     grep -qw "$name" <<<"$OWN_BROKER_TESTS" && continue
     if [ "$version" != "$first_version" ] && ! grep -qw "$name" <<<"$SECOND_VERSION_TESTS"; then
       continue
@@ -315,7 +316,7 @@ for version in $KAFKA_VERSIONS; do
   fi
   scripts/kafka.sh stop >/dev/null 2>&1
   trap - EXIT
-  pg_stop # only the first version runs outbox_pg
+  pg_stop # only the first version runs outbox_pg and mailbox_pg
 done
 pg_stop
 

@@ -1,15 +1,17 @@
 /*
  * cmd_outbox_schema.c - `kstreams outbox-schema`: print the SQL of the
- * PostgreSQL outbox (sql/outbox_pg_001.sql, compiled in).
+ * PostgreSQL outbox and mailbox ledger (sql/outbox_pg_001.sql and
+ * outbox_pg_002.sql, compiled in).
  */
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "outbox/outbox_pg.h"
 
 const char ks_cmd_outbox_schema_help[] =
-    "Print the SQL schema of the PostgreSQL outbox (the migration file\n"
-    "installed as PREFIX/share/kstreams/sql/outbox_pg_001.sql): the table,\n"
-    "the trigger enforcing the status transitions, ks_outbox_release().\n"
+    "Print the SQL schema of the PostgreSQL outbox and mailbox (the migration\n"
+    "files installed as PREFIX/share/kstreams/sql/outbox_pg_001.sql and\n"
+    "outbox_pg_002.sql): the table, the trigger enforcing the status\n"
+    "transitions, ks_outbox_release(); the mailbox's ledger table.\n"
     "exit codes: 0 ok, 64 usage\n";
 
 ks_exit ks_cmd_outbox_schema(int argc, char **argv, FILE *out, FILE *err)

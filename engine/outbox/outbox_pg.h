@@ -19,7 +19,7 @@
 #include "config/config.h"
 #include "http/metrics.h"
 
-/* The text of sql/outbox_pg_001.sql. */
+/* The text of sql/outbox_pg_001.sql, a blank line, sql/outbox_pg_002.sql. */
 extern const char ks_outbox_pg_schema[];
 
 typedef struct ks_pg_dispatcher ks_pg_dispatcher;

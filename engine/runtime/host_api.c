@@ -17,6 +17,7 @@
 #include "runtime/node_serde.h"
 #include "base/log.h"
 #include "http/metrics.h"
+#include "ledger/ledger_pg.h"
 #include "outbox/outbox.h"
 #include "outbox/outbox_requests.h"
 #include "runtime/task.h"
@@ -497,6 +498,73 @@ static int api_outbox_enqueue(ks_ctx *ctx, const char *outbox, ks_bytes user,
     return 0;
 }
 
+/* ---- the ledger and SQL in PostgreSQL (1.7; ledger/ledger_pg.h) ---------- */
+
+static int api_ledger_open(ks_ctx *ctx, const char *dsn_env)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    if (ctx->phase != KS_PHASE_INIT)
+        return KS_ERR_STATE;
+    const ks_cfg_outbox *o = ctx->task->topo->pipeline->outbox;
+    const char *dsn;
+    if (dsn_env)
+        dsn = getenv(dsn_env);
+    else if (o && o->backend == KS_OUTBOX_BACKEND_POSTGRES)
+        dsn = o->dsn ? o->dsn : getenv(o->dsn_env);
+    else
+        dsn = NULL;
+    if (!dsn || !*dsn)
+        return KS_ERR_NOT_FOUND;
+    char where[200];
+    snprintf(where, sizeof where, "%s %s", ctx->task->where, ctx->node->name);
+    return ks_ledger_open(ctx, dsn, where);
+}
+
+static int api_ledger_begin(ks_ctx *ctx, const char *group, const char *topic,
+                            int32_t partition, int64_t offset, ks_bytes *stored)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    ks_ledger_pg *l = ks_ledger_of(ctx);
+    if (ctx->phase != KS_PHASE_PROCESS || !l)
+        return KS_ERR_STATE;
+    return ks_ledger_begin(l, group, topic, partition, offset, stored);
+}
+
+static int api_ledger_commit(ks_ctx *ctx, const char *event_id, int pushed_failure,
+                             ks_bytes result)
+{
+    if (!ctx_ok(ctx))
+        return KS_ERR_INVALID;
+    return ks_ledger_commit(ks_ledger_of(ctx), event_id, pushed_failure, result);
+}
+
+static void api_ledger_rollback(ks_ctx *ctx)
+{
+    if (ctx_ok(ctx))
+        ks_ledger_rollback(ks_ledger_of(ctx));
+}
+
+static void api_ledger_close(ks_ctx *ctx)
+{
+    if (ctx_ok(ctx))
+        ks_ledger_close(ctx);
+}
+
+static ks_verdict api_sql_exec(ks_ctx *ctx, const char *sql, int nparams,
+                               const char *const *params, const int *lengths,
+                               ks_sql_result **out)
+{
+    if (!ctx_ok(ctx) || ctx->phase != KS_PHASE_PROCESS) {
+        if (out)
+            *out = NULL;
+        ks_error("plugin", "sql_exec: only from a mailbox handler, in process()");
+        return KS_FATAL;
+    }
+    return ks_ledger_exec(ks_ledger_of(ctx), sql, nparams, params, lengths, out);
+}
+
 static ks_host_api host_api = {
     .struct_size = sizeof(ks_host_api),
     .abi_major = KS_ABI_MAJOR,
@@ -532,6 +600,16 @@ static ks_host_api host_api = {
     .child_serde = api_child_serde,
     .skip_reason = api_skip_reason,
     .input_checked = api_input_checked,
+    .ledger_open = api_ledger_open,
+    .ledger_begin = api_ledger_begin,
+    .ledger_commit = api_ledger_commit,
+    .ledger_rollback = api_ledger_rollback,
+    .ledger_close = api_ledger_close,
+    .sql_exec = api_sql_exec,
+    .sql_rows = ks_sql_rows,
+    .sql_cols = ks_sql_cols,
+    .sql_value = ks_sql_value,
+    .sql_free = ks_sql_free,
 };
 
 static pthread_once_t json_once = PTHREAD_ONCE_INIT;

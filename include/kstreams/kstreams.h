@@ -60,6 +60,12 @@
  *       KS_PROC_CACHEABLE: the engine may fold a node's updates of a key
  *       within a commit (the record cache, `cache_bytes`); plugins of
  *       1.0-1.5 load as before, without a cache.
+ *  1.7  the mailbox's idempotency ledger in PostgreSQL and its handler's
+ *       SQL in the same transaction: ks_host_api.ledger_open,
+ *       ledger_begin, ledger_commit, ledger_rollback, ledger_close (for
+ *       the shipped `mailbox`), sql_exec, sql_rows, sql_cols, sql_value,
+ *       sql_free (for handlers) and the type ks_sql_result; plugins of
+ *       1.0-1.6 load as before.
  */
 #ifndef KSTREAMS_KSTREAMS_H
 #define KSTREAMS_KSTREAMS_H
@@ -72,7 +78,7 @@ extern "C" {
 #endif
 
 #define KS_ABI_MAJOR 1
-#define KS_ABI_MINOR 6
+#define KS_ABI_MINOR 7
 
 /* "KSPL" - first field of every plugin descriptor. */
 #define KS_PLUGIN_MAGIC 0x4b53504cu
@@ -181,6 +187,10 @@ typedef struct ks_store ks_store;
 /* A host-owned output buffer handed to named functions; fill it with
  * ks_host_api.buf_set(). */
 typedef struct ks_buf ks_buf;
+
+/* The rows of one SQL statement run with sql_exec (ABI 1.7). Owned by the
+ * caller of sql_exec: free it with sql_free. */
+typedef struct ks_sql_result ks_sql_result;
 
 typedef enum ks_time_kind {
     KS_TIME_STREAM = 0,   /* advances with record timestamps of the task */
@@ -683,6 +693,84 @@ struct ks_host_api {
      * repartition topic, or another serde), KS_ERR_INVALID for a bad ctx.
      * Any phase. */
     int (*input_checked)(ks_ctx *ctx);
+
+    /* --- 1.7: the ledger and SQL in PostgreSQL ------------------------- *
+     * Check KS_API_HAS(api, sql_exec) before use. Built without libpq,
+     * every call gives KS_ERR_UNSUPPORTED (sql_exec: KS_FATAL). A ctx
+     * holds at most one PostgreSQL connection, owned by the host; it is
+     * used by one thread at a time, like the ctx. */
+
+    /* Connect this instance to PostgreSQL: the connection string is read
+     * from the environment variable `dsn_env` or, when dsn_env is NULL,
+     * taken from the pipeline's `outbox: { backend: postgres }` (its dsn
+     * or dsn_env). The string is never logged. Only from init(). 0;
+     * KS_ERR_NOT_FOUND (the variable is unset, or no postgres outbox);
+     * KS_ERR_STATE (not in init, or already open); KS_ERR_IO (PostgreSQL
+     * refused the first connection: the reason is logged without the
+     * password); KS_ERR_UNSUPPORTED (no libpq). Later losses of the
+     * connection are mended by ledger_begin. */
+    int (*ledger_open)(ks_ctx *ctx, const char *dsn_env);
+    /* Begin the PostgreSQL transaction of one command and look up its
+     * ledger row (group, topic, partition, offset; table
+     * ks_mailbox_ledger, sql/outbox_pg_002.sql). 0: the row is there;
+     * *stored gets its result JSON, borrowed until the next ledger call
+     * of this ctx, and the transaction is already over. KS_ERR_NOT_FOUND:
+     * no row; the transaction stays open for sql_exec until
+     * ledger_commit or ledger_rollback. KS_ERR_IO: PostgreSQL failed or
+     * is away (return KS_RETRY). KS_ERR_STATE: not in process(), no
+     * connection, or a transaction still open. */
+    int (*ledger_begin)(ks_ctx *ctx, const char *group, const char *topic, int32_t partition,
+                        int64_t offset, ks_bytes *stored);
+    /* Write the ledger row of the command ledger_begin opened (its event
+     * id, 32 hex digits; status SUCCESS, or PUSHED_FAILURE when
+     * `pushed_failure`; `result`, copied, the result JSON) and commit it
+     * with every sql_exec since ledger_begin. For a PUSHED_FAILURE after
+     * a failed statement, the handler's statements are rolled back first
+     * and the row alone commits. 0; KS_ERR_STATE: no transaction open, or
+     * SUCCESS after a failed statement (everything rolled back: a
+     * handler bug); KS_ERR_IO: the commit failed or its outcome is
+     * unknown (return KS_RETRY: the replay finds the row or runs again). */
+    int (*ledger_commit)(ks_ctx *ctx, const char *event_id, int pushed_failure,
+                         ks_bytes result);
+    /* Roll back the open transaction (nothing of the command is kept). No
+     * effect when none is open. */
+    void (*ledger_rollback)(ks_ctx *ctx);
+    /* Roll back what is open and close the connection; call from close().
+     * No effect when none is open. */
+    void (*ledger_close)(ks_ctx *ctx);
+
+    /* Run ONE statement with parameters $1..$nparams inside the open
+     * ledger transaction: only from a mailbox handler (between
+     * ledger_begin and ledger_commit). Values never go into the SQL text,
+     * so quotes need no escaping. params[i]: NULL is SQL NULL; with
+     * lengths NULL or lengths[i] < 0 it is NUL-terminated text that
+     * PostgreSQL parses as the parameter's type ("42" for an integer);
+     * with lengths[i] >= 0 it is exactly that many raw bytes, sent in
+     * binary format: for bytea (any bytes, NUL too) and text (UTF-8)
+     * parameters only. Transaction control (BEGIN, COMMIT, ROLLBACK,
+     * SAVEPOINT, ...) and several statements in one call are refused.
+     * All inputs borrowed until return. On KS_OK, *out (when out is not
+     * NULL) gets the result, owned by the caller: sql_free it; on any
+     * other verdict *out is NULL. KS_RETRY: the connection failed, a
+     * serialization failure or deadlock (class 40), or PostgreSQL is
+     * short of resources: return it, the command is rolled back and
+     * replayed. KS_SKIP: the statement failed (a constraint, bad data,
+     * bad SQL; logged with its SQLSTATE): the transaction can do nothing
+     * more, return KS_SKIP (PUSHED_FAILURE, the handler's statements
+     * rolled back) or KS_RETRY. KS_FATAL: misuse (no open transaction,
+     * transaction control, a bad argument). */
+    ks_verdict (*sql_exec)(ks_ctx *ctx, const char *sql, int nparams,
+                           const char *const *params, const int *lengths,
+                           ks_sql_result **out);
+    /* Rows and columns of a result (0 for NULL). */
+    int (*sql_rows)(const ks_sql_result *r);
+    int (*sql_cols)(const ks_sql_result *r);
+    /* The value at (row, col) in PostgreSQL's text format (a bytea as
+     * hex text "\x..."), borrowed until sql_free; a NUL follows it.
+     * 0; KS_ERR_NOT_FOUND for SQL NULL; KS_ERR_INVALID out of range. */
+    int (*sql_value)(const ks_sql_result *r, int row, int col, ks_bytes *out);
+    /* Free a result; NULL is fine. */
+    void (*sql_free)(ks_sql_result *r);
 };
 
 /* ks_host_api.store_values: the layout of a store's values. */

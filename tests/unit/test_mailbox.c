@@ -7,7 +7,10 @@
  * and the handler's writes committed or aborted together, the ledger
  * surviving a task restart, and its retention (`ledger_retention`: old rows
  * pruned in bounded batches, recent ones kept, a pruned replay dropped),
- * also through the public test driver.
+ * also through the public test driver; and the configuration errors of
+ * the ledger in PostgreSQL (`ledger_backend: postgres`, no server needed:
+ * tests/integration/test_mailbox_pg.c runs it), the password never
+ * logged, and which statements a handler's sql_exec refuses.
  */
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,6 +22,7 @@
 
 #include "config/config.h"
 #include "kstreams/testdriver.h"
+#include "ledger/ledger_pg.h"
 #include "state/store.h"
 #include "runtime/task.h"
 #include "runtime/topology.h"
@@ -571,6 +575,84 @@ static void test_retention_config(void)
     mb_stop(h);
 }
 
+/* ---- the ledger in PostgreSQL: configuration and refusals -------------- */
+
+static int open_pg_unset(mb_h *h, char *err, size_t errlen)
+{
+    unsetenv("KS_UNIT_NO_SUCH_DSN");
+    return mb_open(h, "{ ledger_backend: postgres, ledger_dsn_env: KS_UNIT_NO_SUCH_DSN }", err,
+                   errlen);
+}
+
+static int open_pg_nothing(mb_h *h, char *err, size_t errlen)
+{
+    return mb_open(h, "{ ledger_backend: postgres }", err, errlen);
+}
+
+static int open_pg_bad_backend(mb_h *h, char *err, size_t errlen)
+{
+    return mb_open(h, "{ ledger_backend: mysql }", err, errlen);
+}
+
+/* nothing listens on port 1: the connection fails at init */
+static int open_pg_refused(mb_h *h, char *err, size_t errlen)
+{
+    setenv("KS_UNIT_PG_DSN",
+           "host=127.0.0.1 port=1 dbname=bank user=bank password=s3cr3t-pw connect_timeout=2",
+           1);
+    return mb_open(h, "{ ledger_backend: postgres, ledger_dsn_env: KS_UNIT_PG_DSN }", err,
+                   errlen);
+}
+
+static void test_pg_config(void)
+{
+    mb_h *h = &M;
+    mb_dirs(h);
+    char err[1024] = "";
+    int rc;
+    const char *log = capture_stderr(open_pg_unset, h, err, sizeof err, &rc);
+    CU_ASSERT_EQUAL(rc, -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "node 'mailbox': the environment variable "
+                                       "KS_UNIT_NO_SUCH_DSN (ledger_dsn_env) is not set"));
+    log = capture_stderr(open_pg_nothing, h, err, sizeof err, &rc);
+    CU_ASSERT_EQUAL(rc, -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "`ledger_backend: postgres` needs `ledger_dsn_env` or "
+                                       "an `outbox: { backend: postgres }`"));
+    log = capture_stderr(open_pg_bad_backend, h, err, sizeof err, &rc);
+    CU_ASSERT_EQUAL(rc, -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "config key 'ledger_backend' must be store or postgres, "
+                                       "found 'mysql'"));
+#ifdef KS_HAVE_POSTGRES
+    log = capture_stderr(open_pg_refused, h, err, sizeof err, &rc);
+    CU_ASSERT_EQUAL(rc, -2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "ledger: PostgreSQL unreachable"));
+    CU_ASSERT_PTR_NULL(strstr(log, "s3cr3t-pw"));
+#else
+    (void)open_pg_refused;
+#endif
+}
+
+static void test_pg_txn_control(void)
+{
+    static const char *const refused[] = {"COMMIT", "  rollback", "BEGIN", "begin isolation "
+                                          "level serializable", "START TRANSACTION",
+                                          "SAVEPOINT x", "release savepoint x", "END",
+                                          "abort", "PREPARE TRANSACTION 'x'", "SET search_path "
+                                          "= evil", "set local statement_timeout = 0",
+                                          "(COMMIT)", "Reset all", "discard all"};
+    static const char *const allowed[] = {"SELECT 1", "INSERT INTO t VALUES ($1)",
+                                          "update t set a = 1", "WITH x AS (SELECT 1) "
+                                          "SELECT * FROM x", "DELETE FROM t",
+                                          "LOCK TABLE t", "SELECT 'COMMIT'", "settings",
+                                          "beginning", ""};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        CU_ASSERT_EQUAL(ks_ledger_sql_is_txn_control(refused[i]), 1);
+    for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
+        CU_ASSERT_EQUAL(ks_ledger_sql_is_txn_control(allowed[i]), 0);
+    /* outside a handler (no ledger transaction): misuse, whatever the SQL */
+    CU_ASSERT_EQUAL(ks_ledger_exec(NULL, "SELECT 1", 0, NULL, NULL, NULL), KS_FATAL);
+}
+
 /* ---- the same through the public test driver ------------------------- */
 
 typedef struct drv_rows {
@@ -668,4 +750,8 @@ void ks_test_register_mailbox(void)
     CU_add_test(s, "mailbox: ledger_retention config errors name node and key",
                 test_retention_config);
     CU_add_test(s, "mailbox: retention through the test driver", test_retention_driver);
+    CU_add_test(s, "mailbox: postgres ledger config errors, the password never logged",
+                test_pg_config);
+    CU_add_test(s, "mailbox: sql_exec refuses transaction control and use outside a handler",
+                test_pg_txn_control);
 }
