@@ -13,6 +13,7 @@
 #include <librdkafka/rdkafka.h>
 #include <stdint.h>
 
+#include "runtime/restore_fold.h"
 #include "runtime/restorer.h"
 
 /* One store's replay: what it reads and how far it got. */
@@ -31,6 +32,9 @@ typedef struct ks_replay {
     int64_t lso;       /* replayed up to here (at most a table's limit) */
     int64_t ended_ms;  /* when it reached lso */
     uint64_t done;     /* records applied */
+    ks_fold *fold;     /* a changelog's records since the last commit; NULL for a
+                        * table (a record its serdes refuse is skipped, so an
+                        * earlier one of its key must stay: no folding) */
     int active;        /* assigned and not at its end yet */
 } ks_replay;
 

@@ -22,6 +22,8 @@
  * without a message), and progress is logged. */
 #define POSITION_MS 100
 #define PROGRESS_MS 2000
+/* A store's folded batch commits past this size. */
+#define FOLD_BYTES (16u << 20)
 
 /* One restore pass over the new tasks of an assignment. */
 typedef struct pass {
@@ -91,6 +93,13 @@ static void labels(const ks_replay *rp, char *l, size_t len)
     snprintf(l, len, "store=\"%s\",partition=\"%d\"", rp->name, (int)rp->partition);
 }
 
+static void free_replays(ks_replay *rp, size_t n)
+{
+    for (size_t i = 0; rp && i < n; i++)
+        ks_fold_free(rp[i].fold);
+    free(rp);
+}
+
 /* One replay per changelogged store (and table) of each task, in *out
  * (malloc'ed, NULL when there is none). 0 or KS_ERR_NOMEM. */
 static int collect(ks_task *const *tasks, size_t ntasks, ks_replay **out, size_t *n)
@@ -124,6 +133,11 @@ static int collect(ks_task *const *tasks, size_t ntasks, ks_replay **out, size_t
             ks_store_changelog(task->topo, (int)s, e->topic, sizeof e->topic);
             e->checkpoint = ks_task_checkpoint(task, (int)s);
             e->from = e->checkpoint < 0 ? 0 : e->checkpoint;
+            if (!table && !(e->fold = ks_fold_new())) {
+                free_replays(rp, *n);
+                *n = 0;
+                return KS_ERR_NOMEM;
+            }
         }
     }
     *out = rp;
@@ -153,12 +167,42 @@ static ks_replay *replay_of(pass *ps, const rd_kafka_message_t *m)
     return NULL;
 }
 
-/* Commit task t's replayed records with their checkpoints. 0, or the
- * store's ks_err (engine stopped). */
+static int put_folded(void *arg, ks_bytes key, const ks_bytes *value, int64_t offset)
+{
+    const ks_replay *rp = arg;
+    return ks_task_restore_put(rp->task, rp->store, key, value, offset);
+}
+
+/* Write the folded batches of task t's stores. 0, or the first error
+ * (engine stopped; every fold is emptied anyway). */
+static int write_folds(pass *ps, size_t t)
+{
+    int rc = 0;
+    for (size_t i = 0; i < ps->n; i++) {
+        ks_replay *rp = &ps->rp[i];
+        if (rp->task_index != t || !rp->fold)
+            continue;
+        int frc = ks_fold_drain(rp->fold, put_folded, rp);
+        if (frc != 0 && rc == 0) {
+            rc = frc;
+            ks_engine_fail(ps->r->eng, ps->r->where,
+                           "restore of %s [%d]: store write failed (%d): %s", rp->topic,
+                           (int)rp->partition, rc, ks_task_store_message(rp->task));
+        }
+    }
+    return rc;
+}
+
+/* Commit task t's replayed records with their checkpoints, its stores'
+ * folded batches written first. 0, or the store's ks_err (engine
+ * stopped). */
 static int commit_task(pass *ps, size_t t, const ks_replay *rp)
 {
     ps->pending[t] = 0;
-    int rc = ks_task_commit_stores(ps->tasks[t]);
+    int rc = write_folds(ps, t);
+    if (rc != 0)
+        return rc;
+    rc = ks_task_commit_stores(ps->tasks[t]);
     if (rc != 0)
         ks_engine_fail(ps->r->eng, ps->r->where,
                        "restore of %s [%d]: committing the store failed (%d): %s", rp->topic,
@@ -252,8 +296,7 @@ static int apply(pass *ps, rd_kafka_message_t *m)
     ks_bytes val = {m->payload, m->len};
     int rc = rp->table ? ks_table_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
                                               rd_kafka_message_timestamp(m, NULL), m->offset)
-                       : ks_task_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
-                                             m->offset);
+                       : ks_fold_put(rp->fold, key, m->payload ? &val : NULL, m->offset);
     ks_fault_point(KS_FAULT_DURING_RESTORE);
     if (rc != 0) {
         ks_engine_fail(ps->r->eng, ps->r->where, "restore of %s [%d]: store write failed (%d): %s",
@@ -263,7 +306,8 @@ static int apply(pass *ps, rd_kafka_message_t *m)
     rp->done++;
     if (m->offset + 1 >= rp->lso)
         return finish(ps, rp);
-    if (++ps->pending[rp->task_index] >= KS_RESTORE_BATCH)
+    if (++ps->pending[rp->task_index] >= KS_RESTORE_BATCH ||
+        (rp->fold && ks_fold_bytes(rp->fold) >= FOLD_BYTES))
         return commit_task(ps, rp->task_index, rp);
     return 0;
 }
@@ -373,7 +417,7 @@ int ks_restorer_restore(ks_restorer *r, ks_task *const *tasks, size_t n, rd_kafk
         ks_engine_fail(r->eng, r->where, "restore: out of memory");
     for (size_t t = 0; rc != 0 && t < n; t++)
         ks_task_abort_stores(tasks[t]);
-    free(ps.rp);
+    free_replays(ps.rp, ps.n);
     free(ps.pending);
     return rc;
 }

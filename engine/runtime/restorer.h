@@ -39,9 +39,9 @@ void ks_restorer_free(ks_restorer *r);
  * created, borrowed) up to its changelog's last stable offset, in one
  * pass: one consumer over all their changelog partitions at once, after
  * waiting (up to 2 minutes in all) for a previous owner's open
- * transactions to end. Each task's stores commit every
- * KS_RESTORE_BATCH records, with their checkpoints, and when a partition
- * reaches its end. A table's store is restored from the table's topic;
+ * transactions to end. Each task's stores commit, with their
+ * checkpoints, every KS_RESTORE_BATCH records (or 16 MiB folded) and when
+ * a partition reaches its end. A table's store is restored from the table's topic;
  * when the table's changes flow on to nodes, only up to the offset the
  * group committed for it, read with `group` (the worker's consumer,
  * borrowed). 0; KS_ERR_STATE when the engine began stopping meanwhile;
@@ -51,7 +51,8 @@ void ks_restorer_free(ks_restorer *r);
  */
 int ks_restorer_restore(ks_restorer *r, ks_task *const *tasks, size_t n, rd_kafka_t *group);
 
-/* Records written to a task's stores between two commits of a restore. */
-#define KS_RESTORE_BATCH 100000
+/* Records replayed into a task's stores between two commits of a
+ * restore (a changelog's are folded by key first: restore_fold.h). */
+#define KS_RESTORE_BATCH 500000
 
 #endif /* KS_RESTORER_H */
