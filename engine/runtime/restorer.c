@@ -335,8 +335,9 @@ static int check_positions(pass *ps)
 
 /* ---- the pass ------------------------------------------------------------- */
 
-/* Assign every replay that has records to read; log the others. */
-static void assign_all(pass *ps)
+/* Assign every replay that has records to read; log the others. 0, or
+ * KS_ERR_IO (engine stopped). */
+static int assign_all(pass *ps)
 {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)ps->n);
     for (size_t i = 0; i < ps->n; i++) {
@@ -352,9 +353,12 @@ static void assign_all(pass *ps)
         ps->active++;
     }
     ps->started_ms = ps->progress_ms = ps->positions_ms = ps->report_ms = ks_mono_ms();
-    if (ps->active)
-        rd_kafka_assign(ps->r->consumer, l);
+    rd_kafka_resp_err_t e = ps->active ? rd_kafka_assign(ps->r->consumer, l) : 0;
     rd_kafka_topic_partition_list_destroy(l);
+    if (e)
+        ks_engine_fail(ps->r->eng, ps->r->where, "restore: cannot assign the changelogs: %s",
+                       rd_kafka_err2str(e));
+    return e ? KS_ERR_IO : 0;
 }
 
 /* Apply the messages of one batch; the rest are destroyed after an
@@ -410,8 +414,9 @@ int ks_restorer_restore(ks_restorer *r, ks_task *const *tasks, size_t n, rd_kafk
     if (rc == 0 && ps.n > 0)
         rc = ks_restore_ends(r, group, ps.rp, ps.n);
     if (rc == 0 && ps.n > 0) {
-        assign_all(&ps);
-        rc = replay_all(&ps);
+        rc = assign_all(&ps);
+        if (rc == 0)
+            rc = replay_all(&ps);
     }
     if (rc == KS_ERR_NOMEM)
         ks_engine_fail(r->eng, r->where, "restore: out of memory");
