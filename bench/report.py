@@ -289,7 +289,7 @@ def targets(rows, meta):
     r = rows.get(("restore", "eos", "kstreams"))
     if r and r["status"] == "ok" and r["secs"]:
         x = r["records"] / r["secs"]
-        add("restore rate (kstreams)", "≥ 500,000 records/s", f"{x:,.0f}", x >= 500000)
+        add("restore rate (kstreams)", "≥ 1,000,000 records/s", f"{x:,.0f}", x >= 1000000)
     for sc in ("stateless", "count", "window"):
         e = rows.get((sc, "eos", "kstreams"))
         if ok(e) and e.get("p99") is not None:

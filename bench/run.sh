@@ -554,14 +554,14 @@ restore() {
 		sleep 0.1
 	done
 	stop_pid "$pid"
-	# kstreams restores partitions one after another: records / sum of
-	# times. Kafka Streams restores them together and prints the time since
-	# the first began: records / the largest time.
+	# Both restore all partitions together and print, for each, the time
+	# since the pass (kstreams) or the first restore (Kafka Streams) began:
+	# records / the largest time.
 	local agg
-	agg=$(awk -v sys="$system" '/restored store .* records replayed/ {
+	agg=$(awk '/restored store .* records replayed/ {
 		  for (i = 1; i < NF; i++) if ($i == "records") n += $(i - 1)
 		  t = ($NF == "s") ? $(NF - 1) : 0
-		  if (sys == "kstreams") s += t; else if (t > s) s = t }
+		  if (t > s) s = t }
 		END { printf "%d %.3f", n, s }' "$dir/process.log")
 	log "restore $system: $agg (records, seconds)"
 	printf 'restore\teos\t%s\tok\t%s\t%s\n' "$system" ${agg% *} ${agg#* } >>"$RESULTS"

@@ -4,28 +4,39 @@
 #include "runtime/restorer.h"
 
 #include <stdio.h>
-#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 #include "base/fault.h"
 #include "base/log.h"
 #include "http/metrics.h"
 #include "kafka/kafka.h"
+#include "runtime/restore_ends.h"
 #include "runtime/table.h"
 
-/* One store's replay: what it reads and how far it got. */
-typedef struct replay {
-    ks_task *task;
-    int store;
-    int table;         /* the store of a table: restored from the table's topic */
-    const char *name;  /* the store's */
-    char topic[512];   /* its changelog, or the table's topic */
-    int32_t partition;
-    int64_t from;      /* first offset replayed */
-    int64_t lso;       /* replayed up to here (at most a table's limit) */
-    int64_t started_ms;
-    uint64_t done;     /* records applied */
-} replay;
+/* Messages taken from the consumer's queue in one call. */
+#define POLL_BATCH 1024
+/* How often the positions of the partitions still replaying are read
+ * (a partition whose last records are transaction markers ends there
+ * without a message), and progress is logged. */
+#define POSITION_MS 100
+#define PROGRESS_MS 2000
+/* A store's folded batch commits past this size. */
+#define FOLD_BYTES (16u << 20)
+
+/* One restore pass over the new tasks of an assignment. */
+typedef struct pass {
+    ks_restorer *r;
+    ks_task *const *tasks; /* borrowed */
+    size_t ntasks;
+    uint64_t *pending;     /* by task: records written since its last commit */
+    ks_replay *rp;         /* the replays */
+    size_t n;
+    size_t active;         /* replays assigned and not at their end */
+    size_t last;           /* the replay of the last message (dispatch cache) */
+    int64_t started_ms, progress_ms, positions_ms, report_ms;
+} pass;
 
 /* An assign-only consumer (never joins the group; the group.id only keeps
  * librdkafka 2.0.2 from looping on _UNKNOWN_GROUP). */
@@ -75,157 +86,154 @@ void ks_restorer_free(ks_restorer *r)
     r->consumer = r->probe = NULL;
 }
 
-/* Last stable offset and high watermark of a changelog partition. 0, or
- * KS_ERR_IO. */
-static int changelog_ends(ks_restorer *r, const char *topic, int32_t partition, int64_t *lso,
-                          int64_t *hw)
+/* ---- the replays -------------------------------------------------------- */
+
+static void labels(const ks_replay *rp, char *l, size_t len)
 {
-    int64_t lo;
-    rd_kafka_resp_err_t e =
-        rd_kafka_query_watermark_offsets(r->consumer, topic, partition, &lo, lso, 10000);
-    if (!e) /* the probe is read_uncommitted: its "high" is the log end */
-        e = rd_kafka_query_watermark_offsets(r->probe, topic, partition, &lo, hw, 10000);
-    return e ? KS_ERR_IO : 0;
+    snprintf(l, len, "store=\"%s\",partition=\"%d\"", rp->name, (int)rp->partition);
 }
 
-/* Wait until a previous owner's open transaction on the changelog ends
- * (LSO == HW), two minutes at most, and set rp->lso. 0, KS_ERR_STATE when
- * the engine is stopping, KS_ERR_IO (engine stopped) when the offsets
- * cannot be read. */
-static int wait_stable_end(ks_restorer *r, replay *rp)
+static void free_replays(ks_replay *rp, size_t n)
 {
-    int64_t lso = 0, hw = 0;
-    int64_t deadline = ks_mono_ms() + 120000;
-    for (;;) {
-        if (changelog_ends(r, rp->topic, rp->partition, &lso, &hw) != 0) {
-            /* transient just after the topic's creation (no leader yet) or
-             * while the broker restarts: retry until the deadline (found by
-             * the crash suite, tests/integration/test_crash.c) */
-            if (ks_mono_ms() > deadline) {
-                ks_engine_fail(r->eng, r->where, "restore of %s [%d]: cannot read its offsets",
-                               rp->topic, (int)rp->partition);
-                return KS_ERR_IO;
-            }
-            if (ks_engine_stopping(r->eng))
-                return KS_ERR_STATE;
-            usleep(200 * 1000);
-            continue;
-        }
-        if (lso >= hw || ks_mono_ms() > deadline)
-            break;
-        if (ks_engine_stopping(r->eng))
-            return KS_ERR_STATE;
-        usleep(100 * 1000);
-    }
-    rp->lso = lso;
-    return 0;
+    for (size_t i = 0; rp && i < n; i++)
+        ks_fold_free(rp[i].fold);
+    free(rp);
 }
 
-static void report_progress(ks_restorer *r, const replay *rp, int64_t now)
+/* One replay per changelogged store (and table) of each task, in *out
+ * (malloc'ed, NULL when there is none). 0 or KS_ERR_NOMEM. */
+static int collect(ks_task *const *tasks, size_t ntasks, ks_replay **out, size_t *n)
 {
-    double secs = (double)(now - rp->started_ms) / 1000.0;
-    int64_t total = rp->lso - rp->from;
-    char l[512];
-    snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", rp->name, (int)rp->partition);
-    ks_metrics_set(r->eng->metrics, "kstreams_restore_remaining", l,
-                   (double)(total > (int64_t)rp->done ? total - (int64_t)rp->done : 0));
-    ks_info(rp->task->where, "restoring store %s partition %d: %llu of ~%lld records (%.0f/s)",
-            rp->name, (int)rp->partition, (unsigned long long)rp->done, (long long)total,
-            secs > 0 ? (double)rp->done / secs : 0.0);
-}
-
-/* Apply one changelog message. 1 when the end of the partition was
- * reached, 0 to go on, or a negative ks_err (engine stopped). Transport
- * errors (the broker restarting: found by the crash suite) are retried
- * for up to two minutes without progress. */
-static int apply(ks_restorer *r, replay *rp, rd_kafka_message_t *m, int64_t *progress_ms)
-{
-    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || (rp->table && !m->err && m->offset >= rp->lso))
-        return 1; /* past a table's limit: the group's consumer applies the rest */
-    if (m->err && ks_mono_ms() - *progress_ms < 120000) {
-        ks_warn(r->where, "restore of %s [%d]: %s (retrying)", rp->topic, (int)rp->partition,
-                rd_kafka_message_errstr(m));
+    size_t cap = 0;
+    for (size_t t = 0; t < ntasks; t++)
+        cap += tasks[t]->topo->pipeline->store_count;
+    *out = NULL;
+    *n = 0;
+    if (cap == 0)
         return 0;
+    ks_replay *rp = calloc(cap, sizeof *rp);
+    if (!rp)
+        return KS_ERR_NOMEM;
+    for (size_t t = 0; t < ntasks; t++) {
+        ks_task *task = tasks[t];
+        const ks_pipeline *p = task->topo->pipeline;
+        for (size_t s = 0; s < p->store_count; s++) {
+            const ks_cfg_source *table = ks_table_of_store(p, (int)s);
+            if (!p->stores[s].changelog && !table)
+                continue;
+            ks_replay *e = &rp[(*n)++];
+            *e = (ks_replay){.task = task, .task_index = t, .store = (int)s,
+                             .name = p->stores[s].name, .table = table != NULL,
+                             .partition = task->partition};
+            /* a table nothing reads in `from:` catches up to the end of its
+             * partition before the task's first record (the worker starts
+             * its consumer there); one whose changes flow on stops at the
+             * group's committed offset (restore_ends.c) */
+            e->flows_on = table && task->topo->nodes[table - p->sources].child_count > 0;
+            ks_store_changelog(task->topo, (int)s, e->topic, sizeof e->topic);
+            e->checkpoint = ks_task_checkpoint(task, (int)s);
+            e->from = e->checkpoint < 0 ? 0 : e->checkpoint;
+            if (!table && !(e->fold = ks_fold_new())) {
+                free_replays(rp, *n);
+                *n = 0;
+                return KS_ERR_NOMEM;
+            }
+        }
     }
-    if (m->err) {
-        ks_engine_fail(r->eng, r->where, "restore of %s [%d]: %s", rp->topic,
-                       (int)rp->partition, rd_kafka_message_errstr(m));
-        return KS_ERR_IO;
-    }
-    ks_bytes key = {m->key, m->key_len};
-    ks_bytes val = {m->payload, m->len};
-    int rc = rp->table ? ks_table_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
-                                              rd_kafka_message_timestamp(m, NULL), m->offset)
-                       : ks_task_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
-                                             m->offset);
-    *progress_ms = ks_mono_ms();
-    ks_fault_point(KS_FAULT_DURING_RESTORE);
-    if (rc != 0) {
-        ks_engine_fail(r->eng, r->where, "restore of %s [%d]: store write failed (%d): %s",
-                       rp->topic, (int)rp->partition, rc, ks_task_store_message(rp->task));
-        return rc;
-    }
-    rp->done++;
+    *out = rp;
     return 0;
 }
 
-/* Read the changelog from rp->from to rp->lso into the store. 0, or a
- * negative ks_err (KS_ERR_STATE: the engine is stopping). */
-static int replay_changelog(ks_restorer *r, replay *rp, int64_t checkpoint)
+/* The replay of message m's partition, or NULL. Messages come in runs of
+ * one partition: the last replay is tried first, then the topic handle,
+ * then the name (once per replay). */
+static ks_replay *replay_of(pass *ps, const rd_kafka_message_t *m)
 {
-    rd_kafka_topic_partition_list_t *tp = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(tp, rp->topic, rp->partition)->offset =
-        checkpoint < 0 ? RD_KAFKA_OFFSET_BEGINNING : checkpoint;
-    rd_kafka_assign(r->consumer, tp);
-    int64_t last_report = rp->started_ms, progress_ms = rp->started_ms;
+    ks_replay *last = &ps->rp[ps->last];
+    if (last->rkt == m->rkt && last->partition == m->partition && m->rkt)
+        return last;
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->rp[i].rkt == m->rkt && ps->rp[i].partition == m->partition && m->rkt) {
+            ps->last = i;
+            return &ps->rp[i];
+        }
+    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : NULL;
+    for (size_t i = 0; topic && i < ps->n; i++)
+        if (ps->rp[i].partition == m->partition && strcmp(ps->rp[i].topic, topic) == 0) {
+            ps->rp[i].rkt = m->rkt;
+            ps->last = i;
+            return &ps->rp[i];
+        }
+    return NULL;
+}
+
+static int put_folded(void *arg, ks_bytes key, const ks_bytes *value, int64_t offset)
+{
+    const ks_replay *rp = arg;
+    return ks_task_restore_put(rp->task, rp->store, key, value, offset);
+}
+
+/* Write the folded batches of task t's stores. 0, or the first error
+ * (engine stopped; every fold is emptied anyway). */
+static int write_folds(pass *ps, size_t t)
+{
     int rc = 0;
-    for (;;) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(r->consumer, 500);
-        rd_kafka_position(r->consumer, tp);
-        int64_t position = tp->elems[0].offset;
-        if (m) {
-            int retried = m->err != 0;
-            int step = apply(r, rp, m, &progress_ms);
-            rd_kafka_message_destroy(m);
-            if (step != 0) {
-                rc = step > 0 ? 0 : step;
-                break;
-            }
-            if (retried) /* poll again at once */
-                continue;
-        }
-        if (position >= rp->lso && position >= 0)
-            break;
-        if (ks_mono_ms() - last_report >= 2000) {
-            last_report = ks_mono_ms();
-            report_progress(r, rp, last_report);
-        }
-        if (ks_engine_stopping(r->eng)) {
-            rc = KS_ERR_STATE;
-            break;
+    for (size_t i = 0; i < ps->n; i++) {
+        ks_replay *rp = &ps->rp[i];
+        if (rp->task_index != t || !rp->fold)
+            continue;
+        int frc = ks_fold_drain(rp->fold, put_folded, rp);
+        if (frc != 0 && rc == 0) {
+            rc = frc;
+            ks_engine_fail(ps->r->eng, ps->r->where,
+                           "restore of %s [%d]: store write failed (%d): %s", rp->topic,
+                           (int)rp->partition, rc, ks_task_store_message(rp->task));
         }
     }
-    rd_kafka_assign(r->consumer, NULL);
-    rd_kafka_topic_partition_list_destroy(tp);
     return rc;
 }
 
-/* Commit the replayed store and report it. 0, or the store's ks_err
- * (engine stopped). */
-static int finish(ks_restorer *r, replay *rp)
+/* Commit task t's replayed records with their checkpoints, its stores'
+ * folded batches written first. 0, or the store's ks_err (engine
+ * stopped). */
+static int commit_task(pass *ps, size_t t, const ks_replay *rp)
 {
-    int rc = ks_task_commit_stores(rp->task);
-    if (rc != 0) {
-        ks_engine_fail(r->eng, r->where,
-                       "restore of %s [%d]: committing the store failed (%d): %s", rp->topic,
-                       (int)rp->partition, rc, ks_task_store_message(rp->task));
+    ps->pending[t] = 0;
+    int rc = write_folds(ps, t);
+    if (rc != 0)
         return rc;
+    rc = ks_task_commit_stores(ps->tasks[t]);
+    if (rc != 0)
+        ks_engine_fail(ps->r->eng, ps->r->where,
+                       "restore of %s [%d]: committing the store failed (%d): %s", rp->topic,
+                       (int)rp->partition, rc, ks_task_store_message(ps->tasks[t]));
+    return rc;
+}
+
+/* Replay rp reached its end: take its partition off the consumer, commit
+ * its task and report it. 0, or a negative ks_err (engine stopped). */
+static int finish(pass *ps, ks_replay *rp)
+{
+    rp->active = 0;
+    ps->active--;
+    rp->ended_ms = ks_mono_ms();
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, rp->topic, rp->partition);
+    rd_kafka_error_t *e = rd_kafka_incremental_unassign(ps->r->consumer, l);
+    if (e) { /* its records are skipped as they arrive: only slower */
+        ks_warn(ps->r->where, "restore of %s [%d]: %s", rp->topic, (int)rp->partition,
+                rd_kafka_error_string(e));
+        rd_kafka_error_destroy(e);
     }
-    double secs = (double)(ks_mono_ms() - rp->started_ms) / 1000.0;
-    char l[512];
-    snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", rp->name, (int)rp->partition);
-    ks_metrics_add(r->eng->metrics, "kstreams_restore_records_total", l, (double)rp->done);
-    ks_metrics_set(r->eng->metrics, "kstreams_restore_remaining", l, 0);
+    rd_kafka_topic_partition_list_destroy(l);
+    int rc = commit_task(ps, rp->task_index, rp);
+    if (rc != 0)
+        return rc;
+    double secs = (double)(rp->ended_ms - ps->started_ms) / 1000.0;
+    char l2[512];
+    labels(rp, l2, sizeof l2);
+    ks_metrics_add(ps->r->eng->metrics, "kstreams_restore_records_total", l2, (double)rp->done);
+    ks_metrics_set(ps->r->eng->metrics, "kstreams_restore_remaining", l2, 0);
     ks_info(rp->task->where,
             "restored store %s partition %d: %llu records replayed from offset %lld "
             "in %.2f s",
@@ -234,87 +242,187 @@ static int finish(ks_restorer *r, replay *rp)
     return 0;
 }
 
-/* Replay store `store` from its checkpoint to the end of its changelog,
- * or to `limit` when that is >= 0 and before the end. */
-static int restore_store(ks_restorer *r, ks_task *task, int store, int64_t limit)
+static void report_progress(pass *ps, int64_t now)
 {
-    const ks_pipeline *p = task->topo->pipeline;
-    replay rp = {.task = task, .store = store, .name = p->stores[store].name,
-                 .table = p->stores[store].table, .partition = task->partition};
-    ks_store_changelog(task->topo, store, rp.topic, sizeof rp.topic);
-    int64_t checkpoint = ks_task_checkpoint(task, store);
-    int rc = wait_stable_end(r, &rp);
-    if (rc != 0)
-        return rc;
-    if (limit >= 0 && limit < rp.lso)
-        rp.lso = limit;
-    rp.from = checkpoint < 0 ? 0 : checkpoint;
-    if (rp.from >= rp.lso) {
-        ks_info(task->where, "store %s partition %d up to date at offset %lld (no replay)",
-                rp.name, (int)rp.partition, (long long)rp.from);
-        return 0;
+    double secs = (double)(now - ps->started_ms) / 1000.0;
+    for (size_t i = 0; i < ps->n; i++) {
+        const ks_replay *rp = &ps->rp[i];
+        if (!rp->active)
+            continue;
+        int64_t total = rp->lso - rp->from;
+        char l[512];
+        labels(rp, l, sizeof l);
+        ks_metrics_set(ps->r->eng->metrics, "kstreams_restore_remaining", l,
+                       (double)(total > (int64_t)rp->done ? total - (int64_t)rp->done : 0));
+        ks_info(rp->task->where,
+                "restoring store %s partition %d: %llu of ~%lld records (%.0f/s)", rp->name,
+                (int)rp->partition, (unsigned long long)rp->done, (long long)total,
+                secs > 0 ? (double)rp->done / secs : 0.0);
     }
-    rp.started_ms = ks_mono_ms();
-    rc = replay_changelog(r, &rp, checkpoint);
-    if (rc != 0) {
-        ks_task_abort_stores(task);
-        return rc;
-    }
-    return finish(r, &rp);
 }
 
-/* Where a table's restore stops. A table nothing reads in `from:` catches
- * up to the end of its partition before the task's first record (-1: no
- * limit; the worker starts its consumer there). One whose changes flow on
- * (a table-table join, an update stream) stops at the group's committed
- * offset: the group's consumer processes the rest, so that every change
- * reaches its readers once. 0 with *limit set, KS_ERR_STATE when the
- * engine is stopping, KS_ERR_IO (engine stopped) when the offset cannot
- * be read within a minute. */
-static int table_restore_limit(ks_restorer *r, rd_kafka_t *group, const ks_task *task,
-                               const ks_cfg_source *table, int64_t *limit)
+/* ---- applying records ----------------------------------------------------- */
+
+/* A message that carries an error: the end of a partition, or a transport
+ * error (the broker restarting: found by the crash suite), retried for up
+ * to two minutes without progress. 0, or a negative ks_err. */
+static int on_error(pass *ps, ks_replay *rp, rd_kafka_message_t *m)
 {
-    const ks_topology *t = task->topo;
-    *limit = -1;
-    if (t->nodes[table - t->pipeline->sources].child_count == 0)
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        return rp && rp->active ? finish(ps, rp) : 0;
+    const char *topic = rp ? rp->topic : m->rkt ? rd_kafka_topic_name(m->rkt) : "?";
+    if (ks_mono_ms() - ps->progress_ms < 120000) {
+        ks_warn(ps->r->where, "restore of %s [%d]: %s (retrying)", topic, (int)m->partition,
+                rd_kafka_message_errstr(m));
         return 0;
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, table->topic, task->partition);
-    int64_t end = ks_mono_ms() + 60000;
-    int rc = KS_ERR_IO;
-    while (ks_mono_ms() < end) {
-        if (ks_engine_stopping(r->eng)) {
-            rc = KS_ERR_STATE;
-            break;
-        }
-        if (rd_kafka_committed(group, l, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            !l->elems[0].err) {
-            *limit = l->elems[0].offset >= 0 ? l->elems[0].offset : 0;
-            rc = 0;
-            break;
-        }
-        usleep(200 * 1000); /* e.g. a previous owner's offsets still pending */
     }
+    ks_engine_fail(ps->r->eng, ps->r->where, "restore of %s [%d]: %s", topic,
+                   (int)m->partition, rd_kafka_message_errstr(m));
+    return KS_ERR_IO;
+}
+
+/* Apply one message to its store. 0, or a negative ks_err (engine
+ * stopped). */
+static int apply(pass *ps, rd_kafka_message_t *m)
+{
+    ks_replay *rp = replay_of(ps, m);
+    if (m->err)
+        return on_error(ps, rp, m);
+    if (!rp || !rp->active)
+        return 0; /* a partition already done (queued before its unassign) */
+    if (m->offset >= rp->lso) /* past a table's limit: the group's consumer applies the rest */
+        return finish(ps, rp);
+    ks_bytes key = {m->key, m->key_len};
+    ks_bytes val = {m->payload, m->len};
+    int rc = rp->table ? ks_table_restore_put(rp->task, rp->store, key, m->payload ? &val : NULL,
+                                              rd_kafka_message_timestamp(m, NULL), m->offset)
+                       : ks_fold_put(rp->fold, key, m->payload ? &val : NULL, m->offset);
+    ks_fault_point(KS_FAULT_DURING_RESTORE);
+    if (rc != 0) {
+        ks_engine_fail(ps->r->eng, ps->r->where, "restore of %s [%d]: store write failed (%d): %s",
+                       rp->topic, (int)rp->partition, rc, ks_task_store_message(rp->task));
+        return rc;
+    }
+    rp->done++;
+    if (m->offset + 1 >= rp->lso)
+        return finish(ps, rp);
+    if (++ps->pending[rp->task_index] >= KS_RESTORE_BATCH ||
+        (rp->fold && ks_fold_bytes(rp->fold) >= FOLD_BYTES))
+        return commit_task(ps, rp->task_index, rp);
+    return 0;
+}
+
+/* Finish the replays whose consumer position reached their end (their
+ * last offsets are transaction markers, which no message shows). 0, or a
+ * negative ks_err. */
+static int check_positions(pass *ps)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)ps->active);
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->rp[i].active)
+            rd_kafka_topic_partition_list_add(l, ps->rp[i].topic, ps->rp[i].partition)->opaque =
+                &ps->rp[i];
+    int rc = 0;
+    if (rd_kafka_position(ps->r->consumer, l) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        for (int i = 0; rc == 0 && i < l->cnt; i++) {
+            ks_replay *rp = l->elems[i].opaque;
+            if (!l->elems[i].err && l->elems[i].offset >= 0 && l->elems[i].offset >= rp->lso)
+                rc = finish(ps, rp);
+        }
     rd_kafka_topic_partition_list_destroy(l);
-    if (rc == KS_ERR_IO)
-        ks_engine_fail(r->eng, r->where, "table %s [%d]: cannot read the group's committed offset",
-                       table->topic, (int)task->partition);
     return rc;
 }
 
-int ks_restorer_restore(ks_restorer *r, ks_task *task, rd_kafka_t *group)
+/* ---- the pass ------------------------------------------------------------- */
+
+/* Assign every replay that has records to read; log the others. 0, or
+ * KS_ERR_IO (engine stopped). */
+static int assign_all(pass *ps)
 {
-    const ks_pipeline *p = task->topo->pipeline;
-    for (size_t s = 0; s < p->store_count; s++) {
-        const ks_cfg_source *table = ks_table_of_store(p, (int)s);
-        if (!p->stores[s].changelog && !table)
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)ps->n);
+    for (size_t i = 0; i < ps->n; i++) {
+        ks_replay *rp = &ps->rp[i];
+        if (rp->from >= rp->lso) {
+            ks_info(rp->task->where, "store %s partition %d up to date at offset %lld (no replay)",
+                    rp->name, (int)rp->partition, (long long)rp->from);
             continue;
-        int64_t limit = -1;
-        int rc = table ? table_restore_limit(r, group, task, table, &limit) : 0;
-        if (rc == 0)
-            rc = restore_store(r, task, (int)s, limit);
-        if (rc != 0)
-            return rc;
+        }
+        rd_kafka_topic_partition_list_add(l, rp->topic, rp->partition)->offset =
+            rp->checkpoint < 0 ? RD_KAFKA_OFFSET_BEGINNING : rp->checkpoint;
+        rp->active = 1;
+        ps->active++;
     }
-    return 0;
+    ps->started_ms = ps->progress_ms = ps->positions_ms = ps->report_ms = ks_mono_ms();
+    rd_kafka_resp_err_t e = ps->active ? rd_kafka_assign(ps->r->consumer, l) : 0;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (e)
+        ks_engine_fail(ps->r->eng, ps->r->where, "restore: cannot assign the changelogs: %s",
+                       rd_kafka_err2str(e));
+    return e ? KS_ERR_IO : 0;
+}
+
+/* Apply the messages of one batch; the rest are destroyed after an
+ * error. 0, or a negative ks_err. */
+static int apply_batch(pass *ps, rd_kafka_message_t **msgs, ssize_t got)
+{
+    int rc = 0;
+    for (ssize_t i = 0; i < got; i++) {
+        if (rc == 0)
+            rc = apply(ps, msgs[i]);
+        rd_kafka_message_destroy(msgs[i]);
+    }
+    if (got > 0)
+        ps->progress_ms = ks_mono_ms();
+    return rc;
+}
+
+/* Replay until every assigned partition reached its end. 0, or a negative
+ * ks_err (KS_ERR_STATE: the engine is stopping). */
+static int replay_all(pass *ps)
+{
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(ps->r->consumer);
+    rd_kafka_message_t **msgs = malloc(POLL_BATCH * sizeof *msgs);
+    int rc = q && msgs ? 0 : KS_ERR_NOMEM;
+    while (rc == 0 && ps->active > 0) {
+        ssize_t got = rd_kafka_consume_batch_queue(q, 100, msgs, POLL_BATCH);
+        rc = apply_batch(ps, msgs, got);
+        int64_t now = ks_mono_ms();
+        if (rc == 0 && ps->active > 0 && (got <= 0 || now - ps->positions_ms >= POSITION_MS)) {
+            ps->positions_ms = now;
+            rc = check_positions(ps);
+        }
+        if (now - ps->report_ms >= PROGRESS_MS) {
+            ps->report_ms = now;
+            report_progress(ps, now);
+        }
+        if (rc == 0 && ks_engine_stopping(ps->r->eng))
+            rc = KS_ERR_STATE;
+    }
+    free(msgs);
+    if (q)
+        rd_kafka_queue_destroy(q);
+    rd_kafka_assign(ps->r->consumer, NULL);
+    return rc;
+}
+
+int ks_restorer_restore(ks_restorer *r, ks_task *const *tasks, size_t n, rd_kafka_t *group)
+{
+    pass ps = {.r = r, .tasks = tasks, .ntasks = n};
+    int rc = collect(tasks, n, &ps.rp, &ps.n);
+    if (rc == 0 && ps.n > 0 && !(ps.pending = calloc(n, sizeof *ps.pending)))
+        rc = KS_ERR_NOMEM;
+    if (rc == 0 && ps.n > 0)
+        rc = ks_restore_ends(r, group, ps.rp, ps.n);
+    if (rc == 0 && ps.n > 0) {
+        rc = assign_all(&ps);
+        if (rc == 0)
+            rc = replay_all(&ps);
+    }
+    if (rc == KS_ERR_NOMEM)
+        ks_engine_fail(r->eng, r->where, "restore: out of memory");
+    for (size_t t = 0; rc != 0 && t < n; t++)
+        ks_task_abort_stores(tasks[t]);
+    free_replays(ps.rp, ps.n);
+    free(ps.pending);
+    return rc;
 }

@@ -2,7 +2,8 @@
  * restorer.h - the changelog reader of one worker (Kafka Streams'
  * StoreChangelogReader): before a task runs, each of its changelogged
  * stores replays its changelog from the store's checkpoint to the last
- * stable offset. Two assign-only consumers that never join the group: the
+ * stable offset, all partitions of an assignment at once. Two assign-only
+ * consumers that never join the group: the
  * read_committed one replays, the read_uncommitted "probe" reads high
  * watermarks (the worker's repartition purge uses it too).
  *
@@ -34,16 +35,24 @@ int ks_restorer_init(ks_restorer *r, ks_engine *eng, const char *where, char *er
 void ks_restorer_free(ks_restorer *r);
 
 /*
- * Bring every changelogged store of `task` (just created, borrowed) up to
- * its changelog's last stable offset, after waiting (up to 2 minutes) for
- * a previous owner's open transaction to end, and commit the stores. A
- * table's store is restored from the table's topic; when the table's
- * changes flow on to nodes, only up to the offset the group committed
- * for it, read with `group` (the worker's consumer, borrowed).
- * 0; KS_ERR_STATE when the engine began stopping meanwhile; another
- * negative ks_err after stopping the engine (the message names the topic
- * and partition). On error the task's store batch is aborted.
+ * Bring every changelogged store of the `n` tasks in `tasks` (just
+ * created, borrowed) up to its changelog's last stable offset, in one
+ * pass: one consumer over all their changelog partitions at once, after
+ * waiting (up to 2 minutes in all) for a previous owner's open
+ * transactions to end. Each task's stores commit, with their
+ * checkpoints, every KS_RESTORE_BATCH records (or 16 MiB folded) and when
+ * a partition reaches its end. A table's store is restored from the table's topic;
+ * when the table's changes flow on to nodes, only up to the offset the
+ * group committed for it, read with `group` (the worker's consumer,
+ * borrowed). 0; KS_ERR_STATE when the engine began stopping meanwhile;
+ * another negative ks_err after stopping the engine (the message names
+ * the topic and partition). On error every task's open store batch is
+ * aborted (what committed before stays, with its checkpoint).
  */
-int ks_restorer_restore(ks_restorer *r, ks_task *task, rd_kafka_t *group);
+int ks_restorer_restore(ks_restorer *r, ks_task *const *tasks, size_t n, rd_kafka_t *group);
+
+/* Records replayed into a task's stores between two commits of a
+ * restore (a changelog's are folded by key first: restore_fold.h). */
+#define KS_RESTORE_BATCH 500000
 
 #endif /* KS_RESTORER_H */

@@ -109,10 +109,11 @@ static rd_kafka_t *new_consumer(ks_worker *w, const char *member_id, char *err, 
 
 /* ---- tasks and assignment -------------------------------------------------- */
 
-/* Create, restore and check task `partition`. 0, or a negative ks_err
- * after stopping the engine (KS_ERR_STATE: it was stopping already). */
-static int open_task(ks_worker *w, int32_t partition)
+/* Create task `partition` into *out (NULL when the worker has it
+ * already). 0, or a negative ks_err after stopping the engine. */
+static int create_task(ks_worker *w, int32_t partition, ks_task **out)
 {
+    *out = NULL;
     if (partition < 0 || partition >= w->a.partitions) {
         fail(w, "assigned partition %d, but the sources have %d partitions: restart the "
                 "engine after repartitioning",
@@ -124,16 +125,20 @@ static int open_task(ks_worker *w, int32_t partition)
     ks_task_io io = ks_collector_task_io(&w->out, w->eng->metrics);
     io.global = w->eng->global;
     char err[1024];
-    ks_task *task;
-    if (ks_task_create(w->topo, partition, &io, &task, err, sizeof err) != 0) {
+    if (ks_task_create(w->topo, partition, &io, out, err, sizeof err) != 0) {
         fail(w, "%s", err);
         return KS_ERR_IO;
     }
-    int rc = ks_restorer_restore(&w->restore, task, w->consumer);
-    if (rc != 0) {
-        ks_task_destroy(task);
-        return rc;
-    }
+    return 0;
+}
+
+/* Check restored `task` and make it the worker's (it takes the task; on
+ * error it destroys it). 0, or a negative ks_err after stopping the
+ * engine. */
+static int start_task(ks_worker *w, ks_task *task)
+{
+    int32_t partition = task->partition;
+    char err[1024];
     /* the restored stores say which state format they are in: a pending
      * migration runs in the task's first batch, a newer one is refused */
     if (ks_task_check_versions(task, err, sizeof err) != 0) {
@@ -157,6 +162,42 @@ static int open_task(ks_worker *w, int32_t partition)
     }
     ks_info(w->where, "task %d started", (int)partition);
     return 0;
+}
+
+/* Create the tasks of the assigned partitions the worker does not have
+ * yet, restore all their stores in one pass (restorer.h) and start them.
+ * It runs in the rebalance callback, inside the consumer's poll, as each
+ * task's restore did before. 0, or a negative ks_err after stopping the
+ * engine (the tasks not started are destroyed). */
+static int open_tasks(ks_worker *w, const rd_kafka_topic_partition_list_t *parts)
+{
+    ks_task **fresh = calloc((size_t)parts->cnt + 1, sizeof *fresh);
+    if (!fresh) {
+        fail(w, "out of memory opening tasks");
+        return KS_ERR_NOMEM;
+    }
+    size_t n = 0;
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < parts->cnt; i++) {
+        int32_t partition = parts->elems[i].partition;
+        int dup = 0; /* a partition of several sources: one task */
+        for (size_t k = 0; k < n; k++)
+            dup |= fresh[k]->partition == partition;
+        ks_task *task = NULL;
+        if (!dup)
+            rc = create_task(w, partition, &task);
+        if (task)
+            fresh[n++] = task;
+    }
+    if (rc == 0 && n > 0)
+        rc = ks_restorer_restore(&w->restore, fresh, n, w->consumer);
+    size_t k = 0;
+    for (; rc == 0 && k < n; k++)
+        rc = start_task(w, fresh[k]);
+    for (; k < n; k++) /* after a failure; a failed start_task destroyed its own */
+        ks_task_destroy(fresh[k]);
+    free(fresh);
+    return rc;
 }
 
 static void close_task(ks_worker *w, int32_t partition)
@@ -209,9 +250,7 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
     ks_worker *w = opaque;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-        for (int i = 0; i < parts->cnt; i++)
-            if (open_task(w, parts->elems[i].partition) != 0)
-                break;
+        open_tasks(w, parts);
         table_positions(w, parts);
         if (ks_fair_poll_assign(w->fair, parts) != 0)
             ks_warn(w->where, "no queue of its own for a partition: its records share the "

@@ -4,7 +4,7 @@
  * group assigned to it. Its parts, as Kafka Streams splits StreamThread:
  *   worker.c          the thread and its poll / process loop, rebalances
  *   collector.h       the producer: sink records, changelogs, delivery errors
- *   restorer.h        restore a new task's stores from their changelogs
+ *   restorer.h        restore the new tasks' stores from their changelogs, all at once
  *   committer.h       open, commit and abort batches (both guarantees)
  *   assignment.h      the tasks and offsets the loop and the committer share
  *   poison.h          the poison policy and the records set aside for it
