@@ -427,8 +427,19 @@ int ks_standby_start(ks_engine *eng, ks_standby **out, char *err, size_t errlen)
     int rc = alloc_parts(s);
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
+    int kept = 0;
     if (rc == 0) {
         plan_stores(s);
+        for (size_t i = 0; i < p->store_count; i++)
+            kept += s->kept[i];
+    }
+    if (rc == 0 && kept == 0) { /* nothing a standby could keep warm */
+        ks_info(WHERE, "standby_replicas: no store has a changelog a standby could follow: "
+                       "no standbys");
+        free_standby(s);
+        return 0;
+    }
+    if (rc == 0) {
         if (!(s->consumer = new_consumer(p, err, errlen)) ||
             !(s->admin = ks_kafka_admin_client(p, err, errlen)) ||
             !(s->adminq = rd_kafka_queue_new(s->admin)))

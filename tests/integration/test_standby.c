@@ -41,20 +41,21 @@ static int wait_log(const char *log, const char *needle, int n, int timeout_ms)
 }
 
 static void write_yaml(char *yaml, size_t len, const char *dir, const char *who,
-                       const char *app, const char *in, const char *out)
+                       const char *app, const char *in, const char *out, int port)
 {
     snprintf(yaml, len, "%s/%s.yaml", dir, who);
     it_write_file(yaml,
                   "application: %s\n"
                   "kafka: { bootstrap: [%s], properties: { session.timeout.ms: %d } }\n"
                   "standby_replicas: 1\n"
+                  "metrics: 127.0.0.1:%d\n"
                   "state_dir: %s/state-%s\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
                   "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 4 }\n",
-                  app, it_bootstrap(), SESSION_MS, dir, who, KS_TEST_BUILDDIR, in, out);
+                  app, it_bootstrap(), SESSION_MS, port, dir, who, KS_TEST_BUILDDIR, in, out);
 }
 
 /* `kstreams query YAML counts --partition P` as JSON into out (malloc'd);
@@ -151,8 +152,10 @@ static void test_standby_failover(void)
     it_unique(in, sizeof in, "standby-in");
     it_unique(out, sizeof out, "standby-out");
     CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
-    write_yaml(yaml_a, sizeof yaml_a, dir, "a", app, in, out);
-    write_yaml(yaml_b, sizeof yaml_b, dir, "b", app, in, out);
+    int port = it_port_base(2);
+    CU_ASSERT_FATAL(port > 0);
+    write_yaml(yaml_a, sizeof yaml_a, dir, "a", app, in, out, port);
+    write_yaml(yaml_b, sizeof yaml_b, dir, "b", app, in, out, port + 1);
     snprintf(log_a, sizeof log_a, "%s/a.log", dir);
     snprintf(log_b, sizeof log_b, "%s/b.log", dir);
 
@@ -172,6 +175,24 @@ static void test_standby_failover(void)
     for (int p = 0; p < 4; p++)
         equal += wait_equal(yaml_a, yaml_b, p, 30000);
     CU_ASSERT_EQUAL(equal, 4);
+    /* B's metrics: two standby tasks, caught up */
+    double tasks = -1, lag = -1;
+    int lag_samples = 0;
+    for (int64_t end = it_now_ms() + 15000; it_now_ms() < end; it_sleep_ms(300)) {
+        char *text = it_metrics_scrape(port + 1);
+        if (text) {
+            tasks = it_metrics_sum(text, "kstreams_standby_tasks", NULL, NULL);
+            lag = it_metrics_sum(text, "kstreams_standby_lag", NULL, &lag_samples);
+        }
+        free(text);
+        if (tasks == 2 && lag_samples == 2 && lag == 0)
+            break;
+    }
+    printf("\n  B: kstreams_standby_tasks %.0f, kstreams_standby_lag %.0f over %d samples",
+           tasks, lag, lag_samples);
+    CU_ASSERT_EQUAL(tasks, 2);
+    CU_ASSERT_EQUAL(lag_samples, 2);
+    CU_ASSERT_EQUAL(lag, 0);
 
     /* more records while both run, then A dies */
     CU_ASSERT_FATAL(it_produce(in, BATCH / 2, make_rec, NULL) == 0);
