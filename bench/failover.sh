@@ -55,9 +55,10 @@ YAML
     pids+=($!)
     sleep 1
   done
-  local start_ns
+  local start_ns catchup
   start_ns=$(date +%s%N)
-  "$OUT/measure" wait -b "$B" -g "$app" -t "$in" -p "${pids[1]}" -0 "$start_ns" -T 600 >/dev/null
+  catchup=$("$OUT/measure" wait -b "$B" -g "$app" -t "$in" -p "${pids[1]}" -0 "$start_ns" -T 600 |
+    sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p')
   if [ "$s" -gt 0 ]; then # the standbys caught up: B's and C's last lag lines
     sleep 3
   fi
@@ -81,8 +82,8 @@ YAML
     [ "$t" -gt "$last" ] && last=$t
   done < <( (tail -c +"$((mark_b + 1))" "$dir/b.log"; tail -c +"$((mark_c + 1))" "$dir/c.log") |
     grep -E '\] task [0-9]+ started' || true)
-  printf 'standby_replicas=%s keys=%s resume_ms=%s restored=%s last_task_ms=%s session_timeout_ms=%s\n' \
-    "$s" "$KEYS" "$((resumed - killed))" "$restored" "$((last > 0 ? last - killed : -1))" "$SESSION_MS"
+  printf 'standby_replicas=%s keys=%s catchup_s=%s resume_ms=%s restored=%s last_task_ms=%s session_timeout_ms=%s\n' \
+    "$s" "$KEYS" "$catchup" "$((resumed - killed))" "$restored" "$((last > 0 ? last - killed : -1))" "$SESSION_MS"
   kill -TERM "${pids[1]}" "${pids[2]}" 2>/dev/null || true
   wait "${pids[1]}" "${pids[2]}" 2>/dev/null || true
   "$OUT/measure" delete -b "$B" "$in" "$out" >/dev/null 2>&1 || true
