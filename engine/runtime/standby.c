@@ -25,6 +25,7 @@
 #define DESCRIBE_AFTER_REBALANCE_MS 300
 #define POLL_MS 100
 #define MAX_PER_POLL 5000 /* records applied in one LMDB transaction at most */
+#define RETRY_MS 30000    /* a standby that failed waits this long to start again */
 
 struct ks_standby {
     ks_engine *eng;
@@ -52,6 +53,7 @@ struct ks_standby {
     char (*topics)[512];    /* by store: what its standby tails */
     unsigned char *kept;    /* by store: 1 when a standby keeps it warm */
     unsigned char *dirty;   /* by partition: records applied, not committed */
+    int64_t *retry_at;      /* by partition: no new start before (after a failure) */
     int assignment_stale;   /* the consumer's assignment no longer matches held */
     int64_t next_metrics;
     int64_t last_warn;
@@ -104,6 +106,7 @@ static void free_standby(ks_standby *s)
     free(s->held);
     free(s->desired);
     free(s->dirty);
+    free(s->retry_at);
     free(s->topics);
     free(s->kept);
     pthread_mutex_destroy(&s->lock);
@@ -149,7 +152,8 @@ static void commit_one(ks_standby *s, int32_t p)
         ks_warn(WHERE, "standby task %d: commit failed: %s", (int)p,
                 ks_task_store_message(s->held[p]));
         ks_task_abort_stores(s->held[p]);
-        close_one(s, p, "its store commit failed");
+        s->retry_at[p] = ks_mono_ms() + RETRY_MS;
+        close_one(s, p, "its store commit failed (it starts again from its checkpoint)");
     }
 }
 
@@ -159,7 +163,9 @@ static void open_one(ks_standby *s, int32_t p)
     char err[1024];
     ks_task *t;
     if (ks_task_open_stores(s->topo, p, &t, err, sizeof err) != 0) {
-        ks_warn(WHERE, "standby task %d not started: %s", (int)p, err);
+        ks_warn(WHERE, "standby task %d not started (next try in %d s): %s", (int)p,
+                RETRY_MS / 1000, err);
+        s->retry_at[p] = ks_mono_ms() + RETRY_MS;
         return;
     }
     s->held[p] = t;
@@ -185,7 +191,8 @@ static void reconcile(ks_standby *s)
             close_one(s, p, "assigned to this process");
         else if (s->held[p] && fresh && !s->desired[p])
             close_one(s, p, "placed on another process");
-        else if (!s->held[p] && !s->active[p] && fresh && s->desired[p] && !s->quit)
+        else if (!s->held[p] && !s->active[p] && fresh && s->desired[p] && !s->quit &&
+                 ks_mono_ms() >= s->retry_at[p])
             open_one(s, p);
     }
     pthread_cond_broadcast(&s->cond);
@@ -299,6 +306,7 @@ static void apply(ks_standby *s, rd_kafka_message_t *m)
                 ks_task_store_message(t));
         ks_task_abort_stores(t);
         s->dirty[p] = 0;
+        s->retry_at[p] = ks_mono_ms() + RETRY_MS;
         pthread_mutex_lock(&s->lock);
         close_one(s, p, "a store write failed (it starts again from its checkpoint)");
         pthread_mutex_unlock(&s->lock);
@@ -399,9 +407,10 @@ static int alloc_parts(ks_standby *s)
     s->held = calloc(parts, sizeof *s->held);
     s->desired = calloc(parts, 1);
     s->dirty = calloc(parts, 1);
+    s->retry_at = calloc(parts, sizeof *s->retry_at);
     s->topics = calloc(stores, sizeof *s->topics);
     s->kept = calloc(stores, 1);
-    return s->active && s->held && s->desired && s->dirty && s->topics && s->kept
+    return s->active && s->held && s->desired && s->dirty && s->retry_at && s->topics && s->kept
                ? 0
                : KS_ERR_NOMEM;
 }
