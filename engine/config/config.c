@@ -184,7 +184,7 @@ enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
     T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
-    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_GLOBAL_TABLES, T_STATIC_MEMBERSHIP, T_N
+    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_GLOBAL_TABLES, T_STATIC_MEMBERSHIP, T_STANDBY_REPLICAS, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
@@ -192,7 +192,7 @@ static const char *const TOP_KEYS[T_N] = {
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
     "outbox",      "stall_warning_ms", "tables",           "rollback",
-    "global_tables", "static_membership"};
+    "global_tables", "static_membership", "standby_replicas"};
 
 /* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
 static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
@@ -298,6 +298,11 @@ static int parse_top(pctx *c, const ks_ynode *root)
     if ((v = f.val[T_STATIC_MEMBERSHIP]) &&
         want_bool(c, f.key[T_STATIC_MEMBERSHIP], v, &p->static_membership) != 0)
         return -1;
+    if ((v = f.val[T_STANDBY_REPLICAS])) {
+        if (want_int(c, f.key[T_STANDBY_REPLICAS], v, 0, 16, &x) != 0)
+            return -1;
+        p->standby_replicas = (int)x;
+    }
     if ((v = f.val[T_STATE_DIR]) &&
         want_string(c, f.key[T_STATE_DIR], v, &p->state_dir) != 0)
         return -1;

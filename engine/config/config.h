@@ -229,6 +229,9 @@ typedef struct ks_pipeline {
                                         this window; default 10 minutes */
     int static_membership;           /* 1: each worker's consumer is a static
                                         member (group.instance.id); default 0 */
+    int standby_replicas;            /* processes besides the owner that keep
+                                        a task's stores warm (standby.h);
+                                        0..16, default 0 */
     int workers;                     /* default 1 */
     int32_t replication_factor;      /* topics the engine creates; -1 (default):
                                         the broker's default.replication.factor */

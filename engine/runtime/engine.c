@@ -18,6 +18,7 @@
 #include "runtime/crash.h"
 #include "runtime/global_thread.h"
 #include "runtime/reload.h"
+#include "runtime/standby.h"
 #include "runtime/worker.h"
 #include "state/layout.h"
 
@@ -182,6 +183,9 @@ int ks_engine_run(ks_topology *topo, const char *instance)
             ks_error("engine", "%s", err);
         }
     }
+    /* standbys before the workers: a worker's first task may be one */
+    if (!ks_engine_stopping(&eng) && ks_standby_start(&eng, &eng.standby, err, sizeof err) != 0)
+        ks_warn("engine", "standby replicas are off: %s", err);
     eng.workers = ks_engine_stopping(&eng) ? NULL : calloc((size_t)p->workers,
                                                            sizeof *eng.workers);
     for (int i = 0; eng.workers && i < p->workers; i++) {
@@ -201,6 +205,7 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     for (int i = 0; i < eng.worker_count; i++)
         ks_worker_join(eng.workers[i]);
     free(eng.workers);
+    ks_standby_stop(eng.standby); /* after the workers: they may wait for it */
     ks_global_thread_stop(globals); /* after the workers: they read its store */
     ks_reload_free(eng.reload); /* after the workers: closes retired builds */
     ks_outbox_service_stop(outbox);

@@ -205,6 +205,27 @@ fail:
     return -1;
 }
 
+int ks_task_open_stores(const ks_topology *topo, int32_t partition, ks_task **out, char *err,
+                        size_t errlen)
+{
+    *out = NULL;
+    ks_task *task = calloc(1, sizeof *task);
+    if (!task) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    task->topo = topo;
+    task->partition = partition;
+    task->stream_time = -1;
+    snprintf(task->where, sizeof task->where, "standby-%d", (int)partition);
+    if (open_stores(task, err, errlen) != 0) {
+        ks_task_destroy(task);
+        return -1;
+    }
+    *out = task;
+    return 0;
+}
+
 void ks_task_destroy(ks_task *task)
 {
     if (!task)

@@ -162,6 +162,17 @@ int ks_task_create(const ks_topology *topo, int32_t partition,
                    const ks_task_io *io, ks_task **out, char *err,
                    size_t errlen);
 
+/*
+ * Open only the stores of task `partition` of `topo` (the same environment
+ * ks_task_create opens), with no processor instances: a standby replica's
+ * copy (standby.h), written with ks_task_restore_put / ks_table_restore_put
+ * and ks_task_commit_stores, closed with ks_task_destroy. The task cannot
+ * process records. 0, or -1 with err set (KS_ERR_STATE's message when this
+ * process has the environment open already) and nothing left open.
+ */
+int ks_task_open_stores(const ks_topology *topo, int32_t partition, ks_task **out, char *err,
+                        size_t errlen);
+
 /* Close every processor instance, abort an open store batch, close the
  * environment. NULL is fine. */
 void ks_task_destroy(ks_task *task);

@@ -30,6 +30,7 @@
 #include "runtime/repartition_purge.h"
 #include "runtime/restorer.h"
 #include "runtime/serde.h"
+#include "runtime/standby.h"
 #include "runtime/task.h"
 #include "runtime/worker_metrics.h"
 
@@ -98,6 +99,14 @@ static rd_kafka_t *new_consumer(ks_worker *w, const char *member_id, char *err, 
                                           member_id ? forced : forced + 2, err, errlen);
     if (!conf)
         return NULL;
+    /* standby placement groups the members by process (standby.h) */
+    char client_id[300];
+    ks_standby_client_id(w->p, w->eng->instance, client_id, sizeof client_id);
+    if (w->p->standby_replicas > 0 &&
+        ks_kafka_set(conf, "client.id", client_id, err, errlen) != 0) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
     rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
     rd_kafka_conf_set_opaque(conf, w);
     rd_kafka_t *rk = ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create consumer", err, errlen);
@@ -125,7 +134,10 @@ static int create_task(ks_worker *w, int32_t partition, ks_task **out)
     ks_task_io io = ks_collector_task_io(&w->out, w->eng->metrics);
     io.global = w->eng->global;
     char err[1024];
+    /* a standby of this task here closes its environment first */
+    ks_standby_claim(w->eng->standby, partition);
     if (ks_task_create(w->topo, partition, &io, out, err, sizeof err) != 0) {
+        ks_standby_release(w->eng->standby, partition);
         fail(w, "%s", err);
         return KS_ERR_IO;
     }
@@ -143,6 +155,7 @@ static int start_task(ks_worker *w, ks_task *task)
      * migration runs in the task's first batch, a newer one is refused */
     if (ks_task_check_versions(task, err, sizeof err) != 0) {
         ks_task_destroy(task);
+        ks_standby_release(w->eng->standby, partition);
         fail(w, "%s", err);
         return KS_ERR_INVALID; /* a state format this build cannot read */
     }
@@ -194,8 +207,10 @@ static int open_tasks(ks_worker *w, const rd_kafka_topic_partition_list_t *parts
     size_t k = 0;
     for (; rc == 0 && k < n; k++)
         rc = start_task(w, fresh[k]);
-    for (; k < n; k++) /* after a failure; a failed start_task destroyed its own */
+    for (; k < n; k++) { /* after a failure; a failed start_task destroyed its own */
+        ks_standby_release(w->eng->standby, fresh[k]->partition);
         ks_task_destroy(fresh[k]);
+    }
     free(fresh);
     return rc;
 }
@@ -208,6 +223,7 @@ static void close_task(ks_worker *w, int32_t partition)
     ks_reload_forget_task(w->eng->reload, w->a.tasks[partition]->where);
     ks_task_destroy(w->a.tasks[partition]);
     w->a.tasks[partition] = NULL;
+    ks_standby_release(w->eng->standby, partition); /* it may become a standby here */
     w->a.epoch[partition]++;
     ks_info(w->where, "task %d closed", (int)partition);
 }
@@ -249,7 +265,13 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     ks_worker *w = opaque;
+    ks_standby_rebalanced(w->eng->standby);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        for (int i = 0; i < parts->cnt; i++) { /* standbys of these close together */
+            int32_t q = parts->elems[i].partition;
+            if (q >= 0 && q < w->a.partitions && !w->a.tasks[q])
+                ks_standby_reserve(w->eng->standby, q);
+        }
         open_tasks(w, parts);
         table_positions(w, parts);
         if (ks_fair_poll_assign(w->fair, parts) != 0)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "kafka/group_members.h"
 #include "kafka/kafka.h"
 #include "runtime/stall.h"
 #include "base/log.h"
@@ -201,6 +202,53 @@ static void test_librdkafka_lines_through_the_log(void)
     free(text);
 }
 
+/* Standby placement: the `replicas` processes after a task's owner in the
+ * sorted order, wrapping round; never the owner; fewer when the group is
+ * smaller; none for a task nobody owns. */
+static void test_standby_placement(void)
+{
+    char a[] = "app-a", b[] = "app-b", c[] = "app-c";
+    char *procs[] = {a, b, c};
+    int owner[] = {0, 1, 2, -1};
+    ks_group_view v = {.procs = procs, .proc_count = 3, .owner = owner, .partitions = 4};
+    CU_ASSERT_EQUAL(ks_group_view_find(&v, "app-b"), 1);
+    CU_ASSERT_EQUAL(ks_group_view_find(&v, "app-x"), -1);
+    /* one replica: the next process */
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 0, 1, 1), 1);
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 0, 2, 1), 0);
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 2, 0, 1), 1); /* wraps round */
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 1, 1, 1), 0); /* never the owner */
+    /* more replicas than other processes: every other process, once */
+    for (int p = 0; p < 3; p++) {
+        int holders = 0;
+        for (int proc = 0; proc < 3; proc++)
+            holders += ks_group_view_is_standby(&v, p, proc, 5);
+        CU_ASSERT_EQUAL(holders, 2);
+        CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, p, owner[p], 5), 0);
+    }
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 3, 0, 1), 0); /* unowned */
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 9, 0, 1), 0); /* no such task */
+    CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 0, -1, 1), 0); /* not a member */
+}
+
+/* `standby_replicas`: 0 by default, 0..16. */
+static void test_standby_replicas_setting(void)
+{
+    const char *base = "application: sb\nkafka: { bootstrap: [127.0.0.1:9] }\n"
+                       "sources: { in: { topic: in } }\nsinks: [ { from: in, topic: out } ]\n";
+    char text[512], err[512];
+    ks_pipeline *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(ks_pipeline_parse("sb.yaml", base, strlen(base), &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->standby_replicas, 0);
+    ks_pipeline_free(p);
+    snprintf(text, sizeof text, "%sstandby_replicas: 2\n", base);
+    CU_ASSERT_EQUAL_FATAL(ks_pipeline_parse("sb.yaml", text, strlen(text), &p, err, sizeof err), 0);
+    CU_ASSERT_EQUAL(p->standby_replicas, 2);
+    ks_pipeline_free(p);
+    snprintf(text, sizeof text, "%sstandby_replicas: 17\n", base);
+    ks_test_parse_err("sb.yaml", text, "standby_replicas");
+}
+
 void ks_test_register_kafka_conf(void)
 {
     CU_pSuite s = CU_add_suite("kafka-conf", NULL, NULL);
@@ -213,4 +261,7 @@ void ks_test_register_kafka_conf(void)
     CU_add_test(s, "a stalled partition is noticed once per limit", test_stall_watch);
     CU_add_test(s, "librdkafka's lines go through the engine's log",
                 test_librdkafka_lines_through_the_log);
+    CU_add_test(s, "standby placement: the next processes after the owner, never it",
+                test_standby_placement);
+    CU_add_test(s, "standby_replicas: default 0, range 0..16", test_standby_replicas_setting);
 }

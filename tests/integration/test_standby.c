@@ -1,0 +1,248 @@
+/*
+ * test_standby.c - standby replicas (`standby_replicas: 1`) on a real
+ * broker: two processes of one application count a 4-partition topic, so
+ * each task is active on one and a standby on the other. After catch-up
+ * every task's standby store equals its active store (read with `kstreams
+ * query --partition` from each process's state directory). Then the owner
+ * of two tasks is killed with SIGKILL and more records come: the other
+ * process takes the tasks over from its standbys and restores only the
+ * tail past their checkpoints (fewer records than the changelogs held),
+ * and exactly-once holds: per key the read_committed counts are exactly
+ * 1..n.
+ */
+#include <CUnit/CUnit.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "itest.h"
+
+#define KEYS 200
+#define BATCH 8000
+#define SESSION_MS 6000 /* the broker's smallest allowed session timeout */
+
+static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
+                     int32_t *partition, void *arg)
+{
+    (void)arg;
+    *partition = (i % KEYS) % 4;
+    snprintf(key, klen, "k%d", i % KEYS);
+    snprintf(value, vlen, "{\"i\":%d}", i);
+}
+
+static int wait_log(const char *log, const char *needle, int n, int timeout_ms)
+{
+    for (int64_t end = it_now_ms() + timeout_ms; it_now_ms() < end; it_sleep_ms(100))
+        if (it_log_count(log, needle) >= n)
+            return 0;
+    return -1;
+}
+
+static void write_yaml(char *yaml, size_t len, const char *dir, const char *who,
+                       const char *app, const char *in, const char *out, int port)
+{
+    snprintf(yaml, len, "%s/%s.yaml", dir, who);
+    it_write_file(yaml,
+                  "application: %s\n"
+                  "kafka: { bootstrap: [%s], properties: { session.timeout.ms: %d } }\n"
+                  "standby_replicas: 1\n"
+                  "metrics: 127.0.0.1:%d\n"
+                  "state_dir: %s/state-%s\n"
+                  "plugin_path: [%s/plugins/.libs]\n"
+                  "sources:\n  in: { topic: %s, key: string, value: json }\n"
+                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
+                  "create: true, partitions: 4 }\n",
+                  app, it_bootstrap(), SESSION_MS, port, dir, who, KS_TEST_BUILDDIR, in, out);
+}
+
+/* `kstreams query YAML counts --partition P` as JSON into out (malloc'd);
+ * NULL when the query failed (no such store in that state directory yet). */
+static char *query_task(const char *yaml, int partition)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s query %s counts --partition %d --format json --int64 "
+                              "2>/dev/null",
+             it_kstreams(), yaml, partition);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *out = malloc(cap);
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || n == 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Wait until task p's stores in both state directories read the same
+ * (one is the active copy, the other the standby). 1 when they did. */
+static int wait_equal(const char *yaml_a, const char *yaml_b, int p, int timeout_ms)
+{
+    for (int64_t end = it_now_ms() + timeout_ms; it_now_ms() < end; it_sleep_ms(300)) {
+        char *a = query_task(yaml_a, p), *b = query_task(yaml_b, p);
+        int same = a && b && strcmp(a, b) == 0 && strlen(a) > 2;
+        free(a);
+        free(b);
+        if (same)
+            return 1;
+    }
+    return 0;
+}
+
+/* Over the lines of `log` after byte `from`: the records replayed by the
+ * restores ("N records replayed from offset X" adds N, and X to *from_sum;
+ * "up to date at offset X" adds X to *from_sum), the restores that began
+ * at offset 0 (*from_zero: a task taken over without a standby), and how
+ * many restores. */
+static int restores_after(const char *log, long from, long *replayed, long *from_sum,
+                          int *from_zero)
+{
+    FILE *f = fopen(log, "r");
+    int n = 0;
+    *replayed = *from_sum = 0;
+    *from_zero = 0;
+    if (!f)
+        return 0;
+    fseek(f, from, SEEK_SET);
+    char line[8192];
+    while (fgets(line, sizeof line, f)) {
+        char *r = strstr(line, "records replayed from offset ");
+        char *u = strstr(line, "up to date at offset ");
+        char *part = strstr(line, "restored store");
+        if (r && part && (part = strchr(part, ':'))) {
+            /* "restored store counts partition P: N records replayed from offset X" */
+            *replayed += strtol(part + 1, NULL, 10);
+            long at = strtol(r + strlen("records replayed from offset "), NULL, 10);
+            *from_sum += at;
+            *from_zero += at == 0;
+            n++;
+        } else if (u) {
+            *from_sum += strtol(u + strlen("up to date at offset "), NULL, 10);
+            n++;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void test_standby_failover(void)
+{
+    char dir[256], app[128], in[128], out[128], yaml_a[512], yaml_b[512];
+    char log_a[512], log_b[512];
+    it_tempdir(dir, sizeof dir);
+    it_unique(app, sizeof app, "standby");
+    it_unique(in, sizeof in, "standby-in");
+    it_unique(out, sizeof out, "standby-out");
+    CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
+    int port = it_port_base(2);
+    CU_ASSERT_FATAL(port > 0);
+    write_yaml(yaml_a, sizeof yaml_a, dir, "a", app, in, out, port);
+    write_yaml(yaml_b, sizeof yaml_b, dir, "b", app, in, out, port + 1);
+    snprintf(log_a, sizeof log_a, "%s/a.log", dir);
+    snprintf(log_b, sizeof log_b, "%s/b.log", dir);
+
+    pid_t a = it_engine_start(yaml_a, "a", log_a);
+    CU_ASSERT_FATAL(wait_log(log_a, "assigned 4 partitions", 1, 60000) == 0);
+    pid_t b = it_engine_start(yaml_b, "b", log_b);
+    CU_ASSERT_FATAL(wait_log(log_b, "assigned 2 partitions", 1, 60000) == 0);
+    CU_ASSERT_FATAL(it_produce(in, BATCH, make_rec, NULL) == 0);
+    it_msgs outs = {0};
+    it_consume(out, BATCH, 500, 60000, &outs);
+    it_msgs_free(&outs);
+
+    /* each process holds the 2 tasks it does not own as standbys */
+    CU_ASSERT(wait_log(log_a, "standby task", 2, 30000) == 0);
+    CU_ASSERT(wait_log(log_b, "standby task", 2, 30000) == 0);
+    int equal = 0;
+    for (int p = 0; p < 4; p++)
+        equal += wait_equal(yaml_a, yaml_b, p, 30000);
+    CU_ASSERT_EQUAL(equal, 4);
+    /* B's metrics: two standby tasks, caught up */
+    double tasks = -1, lag = -1;
+    int lag_samples = 0;
+    for (int64_t end = it_now_ms() + 15000; it_now_ms() < end; it_sleep_ms(300)) {
+        char *text = it_metrics_scrape(port + 1);
+        if (text) {
+            tasks = it_metrics_sum(text, "kstreams_standby_tasks", NULL, NULL);
+            lag = it_metrics_sum(text, "kstreams_standby_lag", NULL, &lag_samples);
+        }
+        free(text);
+        if (tasks == 2 && lag_samples == 2 && lag == 0)
+            break;
+    }
+    printf("\n  B: kstreams_standby_tasks %.0f, kstreams_standby_lag %.0f over %d samples",
+           tasks, lag, lag_samples);
+    CU_ASSERT_EQUAL(tasks, 2);
+    CU_ASSERT_EQUAL(lag_samples, 2);
+    CU_ASSERT_EQUAL(lag, 0);
+
+    /* more records while both run, then A dies */
+    CU_ASSERT_FATAL(it_produce(in, BATCH / 2, make_rec, NULL) == 0);
+    it_sleep_ms(1500);
+    long b_before = file_size(log_b);
+    int64_t killed = it_now_ms();
+    it_engine_kill(a);
+    CU_ASSERT_FATAL(it_produce(in, BATCH / 2, make_rec, NULL) == 0);
+    CU_ASSERT(wait_log(log_b, "assigned 4 partitions", 1, 60000) == 0);
+    int64_t moved_ms = it_now_ms() - killed;
+
+    long want[KEYS];
+    for (int k = 0; k < KEYS; k++)
+        want[k] = 2 * BATCH / KEYS;
+    CU_ASSERT(it_consume_counts(out, want, KEYS, "k%d", 3000, 90000, &outs) == 0);
+    long gaps, repeats, foreign;
+    int wrong;
+    it_check_count_sequences(&outs, want, KEYS, "k%d", &gaps, &repeats, &foreign, &wrong);
+    long replayed, from_sum;
+    int from_zero;
+    int restores = restores_after(log_b, b_before, &replayed, &from_sum, &from_zero);
+    int taken = it_log_count(log_b, "stopped: assigned to this process");
+    printf("\n  standby_replicas 1: tasks equal to their standbys %d/4; after kill -9 B had "
+           "all 4 tasks %lld ms later (session timeout %d ms), %d taken over from standbys, "
+           "%d store restores (%d from offset 0) replayed %ld records past checkpoints "
+           "summing %ld; "
+           "%zu outputs, gaps %ld, repeats %ld, foreign %ld, wrong keys %d\n",
+           equal, (long long)moved_ms, SESSION_MS, taken, restores, from_zero, replayed, from_sum,
+           outs.count, gaps, repeats, foreign, wrong);
+    it_msgs_free(&outs);
+    CU_ASSERT_EQUAL(taken, 2);
+    CU_ASSERT_EQUAL(restores, 4);
+    CU_ASSERT_EQUAL(from_zero, 0); /* without a standby: from 0, all of it */
+    /* the standby's checkpoint is where the restore began: what the
+     * changelog held before it was not replayed */
+    CU_ASSERT(from_sum > 0);
+    CU_ASSERT(replayed < from_sum);
+    CU_ASSERT_EQUAL(gaps, 0);
+    CU_ASSERT_EQUAL(repeats, 0);
+    CU_ASSERT_EQUAL(foreign, 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
+}
+
+int main(void)
+{
+    static const it_case cases[] = {
+        {"standby stores equal the active ones; kill -9 the owner: tail-only restore, "
+         "exactly-once",
+         test_standby_failover},
+        {NULL, NULL}};
+    return it_main("standby", cases);
+}
