@@ -6,9 +6,43 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 #define ADMIN_TIMEOUT_MS 30000
+/* How long a start waits for a broker that does not answer (restarting,
+ * its controller not elected yet, a coordinator still loading): the
+ * admin calls below give up after 10-30 s each, and a single-node Kafka
+ * 4.1.1 took 35 s to restart under load. */
+#define BROKER_WAIT_MS 180000
+
+/* -1 with err: an answer, or an error that stays (a bad topic name, a
+ * mismatch); TRANSIENT with err: no answer in time, or the broker said
+ * to try again later; worth retrying. */
+#define TRANSIENT (-2)
+
+static int transient(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT_QUEUE:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR__RESOLVE:
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_CONTROLLER:
+    case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+        return 1;
+    default:
+        return 0;
+    }
+}
 
 static int metadata_of(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_topic_found *out,
                        char *err, size_t errlen)
@@ -21,7 +55,7 @@ static int metadata_of(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_top
         snprintf(err, errlen,
                  "metadata for topic %s: %s (is the broker at the bootstrap address up?)", topic,
                  rd_kafka_err2str(e));
-        return -1;
+        return transient(e) ? TRANSIENT : -1;
     }
     int rc = 0;
     if (md->topic_cnt == 1) {
@@ -30,7 +64,7 @@ static int metadata_of(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_top
             rc = 0;
         else if (t->err) {
             snprintf(err, errlen, "metadata for topic %s: %s", topic, rd_kafka_err2str(t->err));
-            rc = -1;
+            rc = transient(t->err) ? TRANSIENT : -1;
         } else if (t->partition_cnt > 0) {
             out->partitions = t->partition_cnt;
             out->replication = INT32_MAX;
@@ -62,9 +96,11 @@ static int cleanup_policy_of(rd_kafka_t *rk, const char *topic, ks_topic_found *
     int rc = -1;
     if (!ev) {
         snprintf(err, errlen, "describing the configuration of topic %s: no answer", topic);
+        rc = TRANSIENT;
     } else if (rd_kafka_event_error(ev)) {
         snprintf(err, errlen, "describing the configuration of topic %s: %s", topic,
                  rd_kafka_event_error_string(ev));
+        rc = transient(rd_kafka_event_error(ev)) ? TRANSIENT : -1;
     } else {
         size_t n = 0, m = 0;
         const rd_kafka_ConfigResource_t **rs = rd_kafka_DescribeConfigs_result_resources(
@@ -78,6 +114,7 @@ static int cleanup_policy_of(rd_kafka_t *rk, const char *topic, ks_topic_found *
         } else if (re) {
             snprintf(err, errlen, "describing the configuration of topic %s: %s", topic,
                      rd_kafka_ConfigResource_error_string(rs[0]));
+            rc = transient(re) ? TRANSIENT : -1;
         } else {
             const rd_kafka_ConfigEntry_t **ce = n == 1 ? rd_kafka_ConfigResource_configs(rs[0], &m)
                                                        : NULL;
@@ -97,14 +134,25 @@ static int cleanup_policy_of(rd_kafka_t *rk, const char *topic, ks_topic_found *
     return rc;
 }
 
-int ks_topic_describe(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_topic_found *out,
-                      char *err, size_t errlen)
+/* ks_topic_describe, but TRANSIENT when it may answer if asked again. */
+static int describe(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_topic_found *out,
+                    char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
     int rc = metadata_of(rk, topic, timeout_ms, out, err, errlen);
-    if (rc == 1 && cleanup_policy_of(rk, topic, out, err, errlen) != 0)
-        return -1;
+    if (rc == 1) {
+        int c = cleanup_policy_of(rk, topic, out, err, errlen);
+        if (c != 0)
+            return c;
+    }
     return rc;
+}
+
+int ks_topic_describe(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_topic_found *out,
+                      char *err, size_t errlen)
+{
+    int rc = describe(rk, topic, timeout_ms, out, err, errlen);
+    return rc == TRANSIENT ? -1 : rc;
 }
 
 /* CreateTopics: 1 created, 0 it already existed, -1 error. */
@@ -130,8 +178,10 @@ static int create(rd_kafka_t *rk, const ks_topic_spec *s, char *err, size_t errl
     if (!ev) {
         snprintf(err, errlen, "creating topic %s: no answer from the broker in %d s", s->topic,
                  2 * ADMIN_TIMEOUT_MS / 1000);
+        rc = TRANSIENT;
     } else if (rd_kafka_event_error(ev)) {
         snprintf(err, errlen, "creating topic %s: %s", s->topic, rd_kafka_event_error_string(ev));
+        rc = transient(rd_kafka_event_error(ev)) ? TRANSIENT : -1;
     } else {
         size_t n;
         const rd_kafka_topic_result_t **tr = rd_kafka_CreateTopics_result_topics(
@@ -141,7 +191,11 @@ static int create(rd_kafka_t *rk, const ks_topic_spec *s, char *err, size_t errl
             rc = 1;
         else if (te == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
             rc = 0;
-        else if (s->replication > 0)
+        else if (transient(te)) {
+            snprintf(err, errlen, "creating topic %s: %s", s->topic,
+                     rd_kafka_topic_result_error_string(tr[0]));
+            rc = TRANSIENT;
+        } else if (s->replication > 0)
             snprintf(err, errlen, "creating topic %s (%d partitions, replication %d): %s",
                      s->topic, (int)s->partitions, (int)s->replication,
                      rd_kafka_topic_result_error_string(tr[0]));
@@ -168,11 +222,11 @@ static int describe_settled(rd_kafka_t *rk, const char *topic, ks_topic_found *f
     for (int i = 0; i < 50 && (rc == 0 || (rc == 1 && !f->cleanup_policy[0])); i++) {
         if (i)
             rd_kafka_poll(rk, 200);
-        rc = ks_topic_describe(rk, topic, 5000, f, err, errlen);
+        rc = describe(rk, topic, 5000, f, err, errlen);
     }
     if (rc == 0)
         snprintf(err, errlen, "topic %s created but not visible in metadata after 10 s", topic);
-    return rc == 1 ? 0 : -1;
+    return rc == 1 ? 0 : rc == TRANSIENT ? TRANSIENT : -1;
 }
 
 static int has_compact(const char *policy)
@@ -217,19 +271,20 @@ static int check_found(const ks_topic_spec *s, const ks_topic_found *f, int ours
     return 0;
 }
 
-int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *found, char *err,
-                    size_t errlen)
+/* ks_topic_ensure once: 0, -1 with err, or TRANSIENT with err. */
+static int ensure_once(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *found, char *err,
+                       size_t errlen)
 {
     ks_topic_found f;
-    int rc = ks_topic_describe(rk, s->topic, 10000, &f, err, errlen);
+    int rc = describe(rk, s->topic, 10000, &f, err, errlen);
     /* a topic created a moment ago by someone else may not be in this
      * broker's metadata yet: look again before calling it missing */
     for (int i = 0; rc == 0 && !s->create && i < 25; i++) {
         rd_kafka_poll(rk, 200);
-        rc = ks_topic_describe(rk, s->topic, 10000, &f, err, errlen);
+        rc = describe(rk, s->topic, 10000, &f, err, errlen);
     }
     if (rc < 0)
-        return -1;
+        return rc;
     int created = 0, raced = 0;
     if (rc == 0) {
         if (!s->create) {
@@ -240,8 +295,11 @@ int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *foun
             return -1;
         }
         int c = create(rk, s, err, errlen);
-        if (c < 0 || describe_settled(rk, s->topic, &f, err, errlen) != 0)
-            return -1;
+        if (c < 0)
+            return c;
+        int settled = describe_settled(rk, s->topic, &f, err, errlen);
+        if (settled != 0)
+            return settled;
         created = c == 1;
         raced = c == 0;
         ks_info("kafka", "%s %s topic %s: %d partition%s, replication %d, cleanup.policy=%s",
@@ -262,4 +320,24 @@ int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *foun
     if (found)
         *found = f;
     return 0;
+}
+
+int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *found, char *err,
+                    size_t errlen)
+{
+    int64_t deadline = ks_mono_ms() + BROKER_WAIT_MS;
+    int rc;
+    while ((rc = ensure_once(rk, s, found, err, errlen)) == TRANSIENT) {
+        int64_t left = deadline - ks_mono_ms();
+        if (left <= 0) {
+            size_t n = strlen(err);
+            snprintf(err + n, errlen - n, " (gave up after waiting %d s for the broker)",
+                     BROKER_WAIT_MS / 1000);
+            return -1;
+        }
+        ks_warn("kafka", "%s: the broker is not answering yet; trying again (for %lld s more)",
+                err, (long long)(left / 1000));
+        rd_kafka_poll(rk, 1000);
+    }
+    return rc;
 }

@@ -54,7 +54,9 @@ int ks_topic_describe(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_topi
  * cleanup.policy and (when spec->replication > 0) replication. A mismatch
  * is an error naming the topic, what was expected, what was found and how
  * to fix it. `found` (may be NULL) receives what exists. `rk` is borrowed.
- * Returns 0, or -1 with err. */
+ * A broker that does not answer (down, restarting, controller or
+ * coordinator not ready) is waited for, up to 3 minutes, with a WARN line
+ * per attempt. Returns 0, or -1 with err. */
 int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *spec, ks_topic_found *found,
                     char *err, size_t errlen);
 

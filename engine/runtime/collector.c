@@ -191,7 +191,16 @@ static rd_kafka_t *new_producer(ks_collector *c, char *err, size_t errlen)
     if (!rk)
         return NULL;
     if (c->eos) {
+        /* a broker still restarting times this out (retriable): librdkafka
+         * 2.0.2 allows calling it again; wait up to 3 minutes in all, as
+         * topic set-up does (kafka/topics.h) */
         rd_kafka_error_t *e = rd_kafka_init_transactions(rk, 60000);
+        for (int i = 0; i < 2 && e && rd_kafka_error_is_retriable(e); i++) {
+            ks_warn(c->where, "init_transactions (transactional.id %s): %s; trying again",
+                    c->txn_id, rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+            e = rd_kafka_init_transactions(rk, 60000);
+        }
         if (e) {
             snprintf(err, errlen, "init_transactions (transactional.id %s): %s", c->txn_id,
                      rd_kafka_error_string(e));

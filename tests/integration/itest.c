@@ -32,6 +32,16 @@ const char *it_bootstrap(void)
     return b && *b ? b : "127.0.0.1:9092";
 }
 
+int it_broker_ctl(const char *command)
+{
+    const char *colon = strrchr(it_bootstrap(), ':');
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "KAFKA_PORT=%d '%s/../scripts/kafka.sh' %s >/dev/null 2>&1",
+             colon ? atoi(colon + 1) : 9092, KS_TEST_SRCDIR, command);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 void it_unique(char *buf, size_t len, const char *base)
 {
     static int n;

@@ -29,6 +29,9 @@ typedef struct it_msgs {
 } it_msgs;
 
 const char *it_bootstrap(void);
+/* Run `scripts/kafka.sh COMMAND` (e.g. "restart", "stop-keep", "start") for
+ * the broker of it_bootstrap(), output discarded; its exit status. */
+int it_broker_ctl(const char *command);
 /* "<base>-<pid>-<n>": topics and applications unique to this run. */
 void it_unique(char *buf, size_t len, const char *base);
 /* A fresh temp directory (under /tmp); caller frees nothing. */

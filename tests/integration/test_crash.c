@@ -133,7 +133,6 @@ typedef struct figures {
     long aborts, rebuilds, aborted_records, replayed;
 } figures;
 
-static char srcdir_scripts[600];
 static const char *const inst_name[NINST] = {"a", "b", "c"};
 
 static struct run {
@@ -665,12 +664,6 @@ static void print_plan(const plan *pl)
 
 /* ---- faults ------------------------------------------------------------------- */
 
-static int broker_port(void)
-{
-    const char *colon = strrchr(it_bootstrap(), ':');
-    return colon ? atoi(colon + 1) : 9092;
-}
-
 static void run_step(const step *st)
 {
     int v = st->victim;
@@ -757,11 +750,8 @@ static void run_step(const step *st)
         break;
     }
     case K_BROKER: {
-        char cmd[900];
-        snprintf(cmd, sizeof cmd, "KAFKA_PORT=%d '%s' restart >/dev/null 2>&1", broker_port(),
-                 srcdir_scripts);
         int64_t t0 = it_now_ms();
-        int rc = system(cmd);
+        int rc = it_broker_ctl("restart");
         say("broker restart: exit %d in %.1f s", rc, (double)(it_now_ms() - t0) / 1000.0);
         CU_ASSERT_EQUAL(rc, 0);
         R.fig.broker_restarts++;
@@ -2686,7 +2676,6 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("KS_LOG_LEVEL", "DEBUG", 1); /* commit lines: kills at commit time */
-    snprintf(srcdir_scripts, sizeof srcdir_scripts, "%s/../scripts/kafka.sh", KS_TEST_SRCDIR);
     seed0 = base_seed();
     printf("crash suite: seed %" PRIu64 " (KS_CRASH_SEED=%" PRIu64 " reproduces the plans), "
            "broker %s, Kafka %s\n",

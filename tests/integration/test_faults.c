@@ -154,6 +154,39 @@ static void test_during_restore(void)
     check(&s, "during restore");
 }
 
+/* The engine is started while the broker is down (stopped, then started
+ * again 12 s later: longer than a metadata request waits, 10 s)
+ * and, as after any start, counts exactly. Before the engine waited for
+ * the broker at start it exited with "metadata for topic ...: Local:
+ * Broker transport failure" or "describing the configuration ...: Timed
+ * out" (seen in the crash suite when a restart of the broker met an
+ * engine restart). */
+static void test_broker_down_at_start(void)
+{
+    scenario s;
+    setup(&s, "faults-nobroker");
+    produce(&s, 2000);
+    CU_ASSERT_EQUAL_FATAL(it_broker_ctl("stop-keep"), 0);
+    pid_t pid = it_engine_start(s.yaml, "f", s.log);
+    it_sleep_ms(12000);
+    int early = it_engine_wait(pid, 0); /* < 0: still running */
+    int64_t t0 = it_now_ms();
+    int up = it_broker_ctl("start");
+    printf("\n  broker down for 12 s (engine %s), started again in %.1f s: exit %d",
+           early < 0 ? "waiting" : "EXITED", (double)(it_now_ms() - t0) / 1000.0, up);
+    CU_ASSERT_EQUAL_FATAL(up, 0);
+    CU_ASSERT(early < 0);
+    if (early >= 0)
+        pid = it_engine_start(s.yaml, "f", s.log); /* the rest of the suite goes on */
+    CU_ASSERT(it_log_count(s.log, "the broker is not answering yet") > 0);
+    produce(&s, 2000);
+    it_msgs out = {0};
+    it_consume(s.out, (size_t)s.produced, 300, 180000, &out);
+    it_msgs_free(&out);
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    check(&s, "broker down at start");
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -163,6 +196,7 @@ int main(void)
         {"killed after the Kafka commit, before the LMDB commit", test_after_commit},
         {"killed after the LMDB commit", test_after_stores},
         {"killed in the middle of a restore", test_during_restore},
+        {"started while the broker is down: waits for it, then exact", test_broker_down_at_start},
         {NULL, NULL}};
     return it_main("faults", cases);
 }
