@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "http/metrics.h"
 #include "kafka/kafka.h"
+#include "runtime/query_tasks.h"
 #include "runtime/table.h"
 
 /* One store's replay: what it reads and how far it got. */
@@ -129,6 +130,7 @@ static void report_progress(ks_restorer *r, const replay *rp, int64_t now)
     snprintf(l, sizeof l, "store=\"%s\",partition=\"%d\"", rp->name, (int)rp->partition);
     ks_metrics_set(r->eng->metrics, "kstreams_restore_remaining", l,
                    (double)(total > (int64_t)rp->done ? total - (int64_t)rp->done : 0));
+    ks_query_tasks_progress(r->eng->qtasks, rp->partition, rp->name, rp->done, total);
     ks_info(rp->task->where, "restoring store %s partition %d: %llu of ~%lld records (%.0f/s)",
             rp->name, (int)rp->partition, (unsigned long long)rp->done, (long long)total,
             secs > 0 ? (double)rp->done / secs : 0.0);
@@ -179,6 +181,7 @@ static int replay_changelog(ks_restorer *r, replay *rp, int64_t checkpoint)
     rd_kafka_assign(r->consumer, tp);
     int64_t last_report = rp->started_ms, progress_ms = rp->started_ms;
     int rc = 0;
+    ks_query_tasks_progress(r->eng->qtasks, rp->partition, rp->name, 0, rp->lso - rp->from);
     for (;;) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(r->consumer, 500);
         rd_kafka_position(r->consumer, tp);
@@ -187,6 +190,9 @@ static int replay_changelog(ks_restorer *r, replay *rp, int64_t checkpoint)
             int retried = m->err != 0;
             int step = apply(r, rp, m, &progress_ms);
             rd_kafka_message_destroy(m);
+            if (rp->done % 1024 == 0) /* what a query of the task answers meanwhile */
+                ks_query_tasks_progress(r->eng->qtasks, rp->partition, rp->name, rp->done,
+                                        rp->lso - rp->from);
             if (step != 0) {
                 rc = step > 0 ? 0 : step;
                 break;

@@ -26,6 +26,8 @@
 #include "runtime/collector.h"
 #include "runtime/committer.h"
 #include "runtime/poison.h"
+#include "runtime/query_server.h"
+#include "runtime/query_tasks.h"
 #include "runtime/reload.h"
 #include "runtime/repartition_purge.h"
 #include "runtime/restorer.h"
@@ -98,6 +100,13 @@ static rd_kafka_t *new_consumer(ks_worker *w, const char *member_id, char *err, 
                                           member_id ? forced : forced + 2, err, errlen);
     if (!conf)
         return NULL;
+    char client_id[300];
+    /* the query server's address, for the other processes (query_server.h) */
+    if (w->p->query_listen && (ks_query_client_id(w->p, client_id, sizeof client_id),
+                               ks_kafka_set(conf, "client.id", client_id, err, errlen) != 0)) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
     rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
     rd_kafka_conf_set_opaque(conf, w);
     rd_kafka_t *rk = ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create consumer", err, errlen);
@@ -129,19 +138,23 @@ static int open_task(ks_worker *w, int32_t partition)
         fail(w, "%s", err);
         return KS_ERR_IO;
     }
+    ks_query_tasks_restoring(w->eng->qtasks, task); /* queries: 503 until restored */
     int rc = ks_restorer_restore(&w->restore, task, w->consumer);
     if (rc != 0) {
+        ks_query_tasks_remove(w->eng->qtasks, partition);
         ks_task_destroy(task);
         return rc;
     }
     /* the restored stores say which state format they are in: a pending
      * migration runs in the task's first batch, a newer one is refused */
     if (ks_task_check_versions(task, err, sizeof err) != 0) {
+        ks_query_tasks_remove(w->eng->qtasks, partition);
         ks_task_destroy(task);
         fail(w, "%s", err);
         return KS_ERR_INVALID; /* a state format this build cannot read */
     }
     w->a.tasks[partition] = task;
+    ks_query_tasks_active(w->eng->qtasks, partition);
     ks_worker_metrics_task_opened(&w->stats, partition);
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
     ks_reload_note_versions(w->eng->reload, task);
@@ -165,6 +178,7 @@ static void close_task(ks_worker *w, int32_t partition)
         return;
     ks_worker_metrics_task_counts(&w->stats, partition);
     ks_reload_forget_task(w->eng->reload, w->a.tasks[partition]->where);
+    ks_query_tasks_remove(w->eng->qtasks, partition); /* waits for a query reading it */
     ks_task_destroy(w->a.tasks[partition]);
     w->a.tasks[partition] = NULL;
     w->a.epoch[partition]++;
@@ -591,8 +605,11 @@ static void free_worker(ks_worker *w)
 {
     if (!w)
         return;
-    for (int32_t p = 0; w->a.tasks && p < w->a.partitions; p++)
+    for (int32_t p = 0; w->a.tasks && p < w->a.partitions; p++) {
+        if (w->a.tasks[p])
+            ks_query_tasks_remove(w->eng->qtasks, p);
         ks_task_destroy(w->a.tasks[p]);
+    }
     ks_fair_poll_free(w->fair);
     ks_purge_free(w->purge); /* its queue before the probe goes */
     if (w->consumer)
