@@ -8,6 +8,7 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "cli/query_remote.h"
 #include "query/query_request.h"
 #include "query/query_store.h"
 #include "query/query_time.h"
@@ -33,6 +34,10 @@ const char ks_cmd_query_help[] =
     "  --int64          print 8-byte values as numbers (big-endian int64, as\n"
     "                   count and the int64 serde write them)\n"
     "  --hex            every key and value as hex, printable or not\n"
+    "  --remote URL     ask the running application's query server at URL\n"
+    "                   (http://HOST:PORT of any of its processes, `query:` in\n"
+    "                   FILE; its token is sent) instead of reading the local\n"
+    "                   state directory; prints JSON (docs/scaling.md)\n"
     "Windowed store (the store of count, aggregate or reduce with `window:`):\n"
     "one line per window, KEY<TAB>START<TAB>END<TAB>VALUE (no KEY for one\n"
     "key), partition by partition, keys in byte order, windows by start;\n"
@@ -66,6 +71,7 @@ enum {
     OPT_INT64,
     OPT_HEX,
     OPT_RAW,
+    OPT_REMOTE,
 };
 
 static const struct option OPTIONS[] = {
@@ -83,6 +89,7 @@ static const struct option OPTIONS[] = {
     {"int64", no_argument, NULL, OPT_INT64},
     {"hex", no_argument, NULL, OPT_HEX},
     {"raw", no_argument, NULL, OPT_RAW},
+    {"remote", required_argument, NULL, OPT_REMOTE},
     {0},
 };
 
@@ -94,6 +101,8 @@ typedef struct query_args {
     ks_query_bytes key, kfrom, kto;
     int key_args, kfrom_args, kto_args; /* how often each was given */
     long partition;                     /* -1: all */
+    const char *remote;                 /* --remote URL, or NULL */
+    int format_set;
     int int64, hex, raw;
 } query_args;
 
@@ -152,6 +161,10 @@ static int on_option(void *ctx, int opt, const char *value, FILE *err)
         break;
     case OPT_FORMAT:
         a->format = value;
+        a->format_set = 1;
+        break;
+    case OPT_REMOTE:
+        a->remote = value;
         break;
     case OPT_TIME_FORMAT:
         a->time_format = value;
@@ -383,6 +396,14 @@ static int run_query(query_args *a, ks_query *q, FILE *out, FILE *err)
         rc = resolve_store(a, p, q, err);
     if (rc == KS_CLI_GO && q->json && !(q->array = json_array()))
         rc = KS_EXIT_FAILURE;
+    if (rc == KS_CLI_GO && a->remote) {
+        if (a->raw || (a->format_set && !q->json))
+            rc = usage(err, "%s", "--remote prints JSON (--format json) and has no --raw");
+        else
+            rc = ks_query_remote(a->remote, p->query_token, q, a->partition, out, err);
+        ks_pipeline_free(p);
+        return rc;
+    }
     size_t present = 0;
     if (rc == KS_CLI_GO)
         rc = read_partitions(a, p, q, &present, err);
