@@ -291,7 +291,7 @@ static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c
         ks_query_request_free(&r);
         return send_error(c, MHD_HTTP_BAD_REQUEST, msg);
     }
-    ks_query q;
+    ks_query q = {0}; /* freed below whatever make_query got to */
     int store = 0;
     unsigned code = make_query(s, &r, &q, &store, msg, sizeof msg);
     int32_t part = r.key.set ? ks_kafka_partition_for(r.key.data, r.key.len, s->partitions)
