@@ -9,6 +9,10 @@
  * (exit 3); a malformed request is 400 with the reason; a request without
  * the token of a process that has one is 401; `check` refuses a
  * non-loopback listen address without a token, at its line and column.
+ * Then a third process with an empty state directory takes every task
+ * and restores it slowly (KS_PAUSE_AT=during-restore): a query meanwhile
+ * is 503 with the restore's progress, never an old or partial count, and
+ * the right count once the restore is done.
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -101,7 +105,7 @@ static void test_remote_queries(void)
     it_unique(in_topic, sizeof in_topic, "rquery-in");
     it_unique(out_topic, sizeof out_topic, "rquery-out");
     CU_ASSERT_FATAL(it_create_topic(in_topic, 4) == 0);
-    int base = it_port_base(2);
+    int base = it_port_base(3);
     CU_ASSERT_FATAL(base > 0);
     int port_a = base, port_b = base + 1;
     char yaml_a[512], yaml_b[512], log_a[512], log_b[512];
@@ -193,6 +197,37 @@ static void test_remote_queries(void)
 
     CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
     CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
+
+    /* C restores every task from the changelogs, 30 ms per record */
+    char yaml_c[512], log_c[512];
+    snprintf(yaml_c, sizeof yaml_c, "%s/c.yaml", dir);
+    snprintf(log_c, sizeof log_c, "%s/c.log", dir);
+    write_yaml(yaml_c, "c", base + 2, NULL);
+    pid_t c = it_engine_start_env(yaml_c, "c", log_c, "KS_PAUSE_AT=during-restore:30");
+    CU_ASSERT_FATAL(c > 0);
+    int restoring = 0, wrong = 0;
+    long final = -1;
+    until = it_now_ms() + 120000;
+    snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --key key-1 --int64",
+             yaml_c, base + 2);
+    while (it_now_ms() < until) {
+        int rc = kstreams(args, out, sizeof out);
+        if (rc == 1 && strstr(out, "HTTP 503") == NULL && strstr(out, "\"restore\":{\"store\":\"counts\""))
+            restoring++;
+        if (rc == 0) {
+            json_t *doc = json_loads(out, 0, NULL);
+            final = (long)json_integer_value(json_object_get(doc, "value"));
+            json_decref(doc);
+            wrong += final != RECORDS / KEYS; /* never an old count */
+            break;
+        }
+        it_sleep_ms(100);
+    }
+    printf("  restoring: %d answers 503 with the progress, then %ld\n", restoring, final);
+    CU_ASSERT(restoring > 0);
+    CU_ASSERT_EQUAL(wrong, 0);
+    CU_ASSERT_EQUAL(final, RECORDS / KEYS);
+    CU_ASSERT_EQUAL(it_engine_stop(c, 30000), 0);
 }
 
 /* A non-loopback address needs a token: `check` says where. */
