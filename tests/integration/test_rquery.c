@@ -75,10 +75,13 @@ static void write_yaml(const char *path, const char *name, int port, const char 
                   "  in: { topic: %s, key: string, value: string }\n"
                   "nodes:\n"
                   "  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
+                  "  - { name: per_hour, type: count, from: in, store: hourly, cache_bytes: 0,\n"
+                  "      window: { kind: tumbling, size: 1h, retention: 1d } }\n"
                   "sinks:\n"
-                  "  - { from: per_key, topic: %s, key: string, value: int64, create: true }\n",
+                  "  - { from: per_key, topic: %s, key: string, value: int64, create: true }\n"
+                  "  - { from: per_hour, topic: %s-hourly, key: json, value: int64, create: true }\n",
                   app, it_bootstrap(), dir, name, KS_TEST_BUILDDIR, port, tok, in_topic,
-                  out_topic);
+                  out_topic, out_topic);
 }
 
 /* The count of `key` asked of the process at `port` with yaml's token: the
@@ -171,7 +174,33 @@ static void test_remote_queries(void)
         json_decref(doc);
     }
 
-    char args[1024], out[4096];
+    /* a windowed store: the windows of one key, and of every key in a
+     * time range (record times are the produce times: now) */
+    char args[1024], out[8192];
+    for (int i = 0; i < 3; i++) {
+        static const char *const what[] = {"--key key-5", "--key key-5 --from 0",
+                                           "--from 2020-01-01T00:00:00Z"};
+        snprintf(args, sizeof args, "query %s hourly --remote http://127.0.0.1:%d %s --int64",
+                 yaml_b, i == 1 ? port_b : port_a, what[i]);
+        CU_ASSERT_EQUAL(kstreams(args, out, sizeof out), 0);
+        json_t *doc = json_loads(out, 0, NULL);
+        long sum = 0;
+        size_t j;
+        json_t *o;
+        json_array_foreach(doc, j, o) {
+            sum += (long)json_integer_value(json_object_get(o, "value"));
+            CU_ASSERT(json_integer_value(json_object_get(o, "end")) -
+                          json_integer_value(json_object_get(o, "start")) == 3600000);
+        }
+        CU_ASSERT(json_is_array(doc));
+        CU_ASSERT_EQUAL(sum, i < 2 ? RECORDS / KEYS : RECORDS);
+        json_decref(doc);
+    }
+    snprintf(args, sizeof args,
+             "query %s hourly --remote http://127.0.0.1:%d --key key-5 --from 4000000000000",
+             yaml_b, port_a);
+    CU_ASSERT_EQUAL(kstreams(args, out, sizeof out), 3); /* no window starts then */
+
     /* a missing key: 404, exit 3 */
     snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --key nokey",
              yaml_b, port_a);
