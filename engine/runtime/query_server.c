@@ -4,9 +4,10 @@
  * (query_tasks.h) through a read snapshot of the task's LMDB environment
  * (ks_store_snap_*: committed data only, the worker's batch never waits).
  * The map partition -> holder comes from describing the group; it is
- * renewed when older than a second and when a lookup finds no holder, or
- * finds this process holding a task it does not run (a rebalance it has
- * not seen yet), at most every 200 ms.
+ * renewed when older than a second, after this process's tasks changed (a
+ * rebalance), and when a lookup finds no holder, or finds this process
+ * holding a task it does not run (a rebalance it has not seen yet); at
+ * most every 200 ms.
  */
 #include "runtime/query_server.h"
 
@@ -41,6 +42,7 @@ struct ks_query_server {
     char self[256];  /* our advertised address */
     char **holder;   /* per partition: host:port of its holder, or NULL */
     int64_t described_ms;
+    uint64_t described_gen; /* ks_query_tasks_generation at that describe */
 };
 
 void ks_query_client_id(const ks_pipeline *p, char *buf, size_t len)
@@ -59,6 +61,7 @@ static void describe(ks_query_server *s)
     if (s->described_ms && now - s->described_ms < DESCRIBE_MIN_GAP_MS)
         return;
     s->described_ms = now;
+    s->described_gen = ks_query_tasks_generation(s->eng->qtasks);
     ks_group_member *m = NULL;
     size_t n = 0;
     char err[512];
@@ -89,7 +92,8 @@ static void describe(ks_query_server *s)
 static const char *holder_of(ks_query_server *s, int32_t partition)
 {
     const char *h = s->holder[partition];
-    if (!h || strcmp(h, s->self) == 0 || ks_mono_ms() - s->described_ms > DESCRIBE_MAX_AGE_MS)
+    if (!h || strcmp(h, s->self) == 0 || ks_mono_ms() - s->described_ms > DESCRIBE_MAX_AGE_MS ||
+        ks_query_tasks_generation(s->eng->qtasks) != s->described_gen)
         describe(s);
     h = s->holder[partition];
     return h && strcmp(h, s->self) != 0 ? h : NULL;

@@ -19,6 +19,7 @@ struct ks_query_tasks {
     pthread_mutex_t lock;
     int32_t partitions;
     slot *slots;
+    uint64_t generation;
 };
 
 ks_query_tasks *ks_query_tasks_new(int32_t partitions)
@@ -59,6 +60,7 @@ void ks_query_tasks_restoring(ks_query_tasks *qt, ks_task *task)
     s->task = task;
     memset(&s->st, 0, sizeof s->st);
     s->st.state = KS_QT_RESTORING;
+    qt->generation++;
     pthread_mutex_unlock(&qt->lock);
 }
 
@@ -93,7 +95,18 @@ void ks_query_tasks_remove(ks_query_tasks *qt, int32_t partition)
         return;
     s->task = NULL;
     memset(&s->st, 0, sizeof s->st);
+    qt->generation++;
     pthread_mutex_unlock(&qt->lock);
+}
+
+uint64_t ks_query_tasks_generation(ks_query_tasks *qt)
+{
+    if (!qt)
+        return 0;
+    pthread_mutex_lock(&qt->lock);
+    uint64_t g = qt->generation;
+    pthread_mutex_unlock(&qt->lock);
+    return g;
 }
 
 ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, ks_qt_status *st)

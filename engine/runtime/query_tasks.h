@@ -48,6 +48,10 @@ void ks_query_tasks_active(ks_query_tasks *qt, int32_t partition);
  * query reading it to finish. */
 void ks_query_tasks_remove(ks_query_tasks *qt, int32_t partition);
 
+/* Bumped whenever a task comes or goes here (a rebalance): the query
+ * server describes the group again when it changed. */
+uint64_t ks_query_tasks_generation(ks_query_tasks *qt);
+
 /* Lock the registry and fill *st for `partition`: the task (borrowed,
  * valid until ks_query_tasks_unlock) when it is active, else NULL. Call
  * ks_query_tasks_unlock in any case. */
