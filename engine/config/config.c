@@ -192,6 +192,15 @@ static int parse_query(pctx *c, const ks_ynode *kn, const ks_ynode *v)
                        "query: { listen: %s, token: ... } (clients then send "
                        "Authorization: Bearer <token>)",
                        p->query_listen, p->query_listen);
+    /* the other processes are redirected to the advertised address */
+    unsigned char a[4];
+    uint16_t port;
+    if (!p->query_advertise && ks_parse_listen(p->query_listen, a, &port) == 0 &&
+        (a[0] | a[1] | a[2] | a[3]) == 0)
+        return FAIL_AT(c, f.val[Q_LISTEN],
+                       "query listens on '%s', which no other process can reach by that "
+                       "name: set advertise: HOST:PORT, the address they reach this one at",
+                       p->query_listen);
     return 0;
 }
 
