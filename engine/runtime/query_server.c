@@ -3,11 +3,13 @@
  * (http/httpd.c); a key is read under the task registry's lock
  * (query_tasks.h) through a read snapshot of the task's LMDB environment
  * (ks_store_snap_*: committed data only, the worker's batch never waits).
- * The map partition -> holder comes from describing the group; it is
- * renewed when older than a second, after this process's tasks changed (a
- * rebalance), and when a lookup finds no holder, or finds this process
- * holding a task it does not run (a rebalance it has not seen yet); at
- * most every 200 ms.
+ * The map partition -> holder comes from describing the group, done by a
+ * thread of its own (the router) so that a slow broker never holds the
+ * HTTP thread for more than REFRESH_WAIT_MS. A request asks the router
+ * for a new map when the map is older than a second, after this process's
+ * tasks changed (a rebalance), and when it finds no holder, or finds this
+ * process holding a task it does not run (a rebalance it has not seen
+ * yet); the router describes at most every 200 ms.
  */
 #include "runtime/query_server.h"
 
@@ -16,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -32,6 +36,7 @@
 #define DESCRIBE_MAX_AGE_MS 1000
 #define DESCRIBE_MIN_GAP_MS 200
 #define DESCRIBE_TIMEOUT_MS 5000
+#define REFRESH_WAIT_MS 1000 /* a request waits this long for a new map at most */
 
 struct ks_query_server {
     ks_engine *eng;
@@ -40,6 +45,12 @@ struct ks_query_server {
     ks_httpd *httpd;
     rd_kafka_t *admin;
     char self[256];  /* our advertised address */
+    /* the map, guarded by lock: written by the router, read by requests */
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    pthread_t router;
+    int routing, stop, want; /* want: a request asked for a new map */
+    uint64_t rounds;         /* describes finished, successful or not */
     char **holder;   /* per partition: host:port of its holder, or NULL */
     int64_t described_ms;
     uint64_t described_gen; /* ks_query_tasks_generation at that describe */
@@ -53,29 +64,28 @@ void ks_query_client_id(const ks_pipeline *p, char *buf, size_t len)
 
 /* ---- routing -------------------------------------------------------------- */
 
-/* Describe the group again into s->holder. Members that advertise no
- * query address (another build, `query:` off) hold nothing we can reach. */
+/* Describe the group (lock not held: it waits on Kafka) and put the new
+ * map in place. Members that advertise no query address (another build,
+ * `query:` off) hold nothing we can reach. */
 static void describe(ks_query_server *s)
 {
-    int64_t now = ks_mono_ms();
-    if (s->described_ms && now - s->described_ms < DESCRIBE_MIN_GAP_MS)
-        return;
-    s->described_ms = now;
-    s->described_gen = ks_query_tasks_generation(s->eng->qtasks);
+    uint64_t gen = ks_query_tasks_generation(s->eng->qtasks);
     ks_group_member *m = NULL;
     size_t n = 0;
     char err[512];
-    if (ks_group_describe(s->admin, s->p->application, DESCRIBE_TIMEOUT_MS, &m, &n, err,
-                          sizeof err) != 0) {
+    int rc = ks_group_describe(s->admin, s->p->application, DESCRIBE_TIMEOUT_MS, &m, &n, err,
+                               sizeof err);
+    if (rc != 0)
         ks_warn("query", "%s", err);
-        return;
-    }
-    for (int32_t i = 0; i < s->partitions; i++) {
+    pthread_mutex_lock(&s->lock);
+    s->described_ms = ks_mono_ms();
+    s->described_gen = gen;
+    size_t plen = strlen(KS_QUERY_CLIENT_PREFIX);
+    for (int32_t i = 0; rc == 0 && i < s->partitions; i++) {
         free(s->holder[i]);
         s->holder[i] = NULL;
     }
-    size_t plen = strlen(KS_QUERY_CLIENT_PREFIX);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         if (strncmp(m[i].client_id, KS_QUERY_CLIENT_PREFIX, plen) != 0)
             continue;
         for (size_t j = 0; j < m[i].partition_count; j++) {
@@ -84,19 +94,75 @@ static void describe(ks_query_server *s)
                 s->holder[part] = strdup(m[i].client_id + plen);
         }
     }
+    s->rounds++;
+    pthread_cond_broadcast(&s->done);
+    pthread_mutex_unlock(&s->lock);
     ks_group_members_free(m, n);
 }
 
-/* The address of the process holding `partition` (borrowed until the next
- * describe), or NULL when none is known even after describing again. */
-static const char *holder_of(ks_query_server *s, int32_t partition)
+/* The router: describes when asked, at most every DESCRIBE_MIN_GAP_MS. */
+static void *route(void *arg)
 {
-    const char *h = s->holder[partition];
-    if (!h || strcmp(h, s->self) == 0 || ks_mono_ms() - s->described_ms > DESCRIBE_MAX_AGE_MS ||
-        ks_query_tasks_generation(s->eng->qtasks) != s->described_gen)
+    ks_query_server *s = arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->stop) {
+        if (!s->want) {
+            pthread_cond_wait(&s->wake, &s->lock);
+            continue;
+        }
+        int64_t gap = s->described_ms ? s->described_ms + DESCRIBE_MIN_GAP_MS - ks_mono_ms() : 0;
+        s->want = 0;
+        pthread_mutex_unlock(&s->lock);
+        if (gap > 0)
+            usleep((useconds_t)gap * 1000);
         describe(s);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* With s->lock held: ask the router for a new map and wait for it, at
+ * most REFRESH_WAIT_MS (the old map stays when it comes late). */
+static void refresh(ks_query_server *s)
+{
+    uint64_t before = s->rounds;
+    s->want = 1;
+    pthread_cond_signal(&s->wake);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += REFRESH_WAIT_MS / 1000;
+    until.tv_nsec += (long)(REFRESH_WAIT_MS % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (s->rounds == before)
+        if (pthread_cond_timedwait(&s->done, &s->lock, &until) != 0)
+            break;
+}
+
+/* With s->lock held: is the map too old to trust? */
+static int stale(ks_query_server *s)
+{
+    return !s->rounds || ks_mono_ms() - s->described_ms > DESCRIBE_MAX_AGE_MS ||
+           ks_query_tasks_generation(s->eng->qtasks) != s->described_gen;
+}
+
+/* The address of the process holding `partition` into buf: 0, or -1 when
+ * none other than this one is known even after asking for a new map. */
+static int holder_of(ks_query_server *s, int32_t partition, char *buf, size_t len)
+{
+    pthread_mutex_lock(&s->lock);
+    const char *h = s->holder[partition];
+    if (!h || strcmp(h, s->self) == 0 || stale(s))
+        refresh(s);
     h = s->holder[partition];
-    return h && strcmp(h, s->self) != 0 ? h : NULL;
+    int rc = h && strcmp(h, s->self) != 0 ? 0 : -1;
+    if (rc == 0)
+        snprintf(buf, len, "%s", h);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 /* ---- answers -------------------------------------------------------------- */
@@ -308,7 +374,7 @@ static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c
     enum MHD_Result ret;
     ks_qt_status st;
     int rc = code ? 0 : read_task(s, part, store, &q, &st);
-    const char *holder = NULL;
+    char holder[256];
     if (code) {
         ret = send_error(c, code, msg);
     } else if (rc < 0) {
@@ -323,7 +389,7 @@ static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c
         ret = send_json(c, MHD_HTTP_OK, json_incref(doc));
     } else if (st.state == KS_QT_RESTORING) {
         ret = send_json(c, MHD_HTTP_SERVICE_UNAVAILABLE, restoring_doc(part, &st));
-    } else if ((holder = holder_of(s, part)) != NULL) {
+    } else if (holder_of(s, part, holder, sizeof holder) == 0) {
         ret = redirect(c, holder, &ps, part);
     } else {
         snprintf(msg, sizeof msg, "no process of the group holds task %d now (rebalancing?): "
@@ -339,7 +405,9 @@ static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c
 /* GET /v1/tasks: every partition with its holder and its state here. */
 static enum MHD_Result answer_tasks(ks_query_server *s, struct MHD_Connection *c)
 {
-    describe(s);
+    pthread_mutex_lock(&s->lock);
+    if (stale(s))
+        refresh(s);
     json_t *tasks = json_array();
     for (int32_t i = 0; tasks && i < s->partitions; i++) {
         ks_qt_status st;
@@ -353,6 +421,7 @@ static enum MHD_Result answer_tasks(ks_query_server *s, struct MHD_Connection *c
         json_array_append_new(tasks, json_pack("{s:i,s:s,s:s?}", "partition", (int)i, "state",
                                                state, "holder", h));
     }
+    pthread_mutex_unlock(&s->lock);
     return send_json(c, MHD_HTTP_OK,
                      json_pack("{s:s,s:s,s:i,s:o}", "application", s->p->application, "self",
                                s->self, "partitions", (int)s->partitions, "tasks", tasks));
@@ -395,10 +464,19 @@ int ks_query_server_start(ks_engine *eng, ks_query_server **out, char *err, size
     s->partitions = eng->topo->partitions;
     snprintf(s->self, sizeof s->self, "%s", p->query_advertise ? p->query_advertise
                                                                 : p->query_listen);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    pthread_cond_init(&s->done, NULL);
     if (!(s->admin = ks_kafka_admin_client(p, err, errlen))) {
         ks_query_server_stop(s);
         return KS_ERR_IO;
     }
+    if (pthread_create(&s->router, NULL, route, s) != 0) {
+        snprintf(err, errlen, "query endpoint: cannot start its router thread");
+        ks_query_server_stop(s);
+        return KS_ERR_NOMEM;
+    }
+    s->routing = 1;
     int rc = ks_httpd_start("query endpoint", p->query_listen, &p->query_limits, on_request, s,
                             NULL, NULL, &s->httpd, err, errlen);
     if (rc) {
@@ -416,10 +494,22 @@ void ks_query_server_stop(ks_query_server *s)
     if (!s)
         return;
     ks_httpd_stop(s->httpd); /* first: a request in flight uses the rest */
+    if (s->routing) { /* then the router: it uses the admin client */
+        pthread_mutex_lock(&s->lock);
+        s->stop = 1;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->router, NULL);
+    }
     if (s->admin)
         rd_kafka_destroy(s->admin);
     for (int32_t i = 0; s->holder && i < s->partitions; i++)
         free(s->holder[i]);
     free(s->holder);
+    if (s->eng) { /* the sync objects exist once eng is set */
+        pthread_cond_destroy(&s->done);
+        pthread_cond_destroy(&s->wake);
+        pthread_mutex_destroy(&s->lock);
+    }
     free(s);
 }
