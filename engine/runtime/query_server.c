@@ -330,7 +330,8 @@ static json_t *restoring_doc(int32_t partition, const ks_qt_status *st)
 static int read_task(ks_query_server *s, int32_t partition, int store, ks_query *q,
                      ks_qt_status *st)
 {
-    ks_task *task = ks_query_tasks_lock(s->eng->qtasks, partition, st);
+    ks_task *task =
+        ks_query_tasks_lock(s->eng->qtasks, partition, s->p->stores[store].name, st);
     int rc = 1;
     if (task && task->env && task->dbs && task->dbs[store]) {
         ks_store_snap *snap = NULL;
@@ -411,7 +412,7 @@ static enum MHD_Result answer_tasks(ks_query_server *s, struct MHD_Connection *c
     json_t *tasks = json_array();
     for (int32_t i = 0; tasks && i < s->partitions; i++) {
         ks_qt_status st;
-        ks_query_tasks_lock(s->eng->qtasks, i, &st);
+        ks_query_tasks_lock(s->eng->qtasks, i, NULL, &st);
         ks_query_tasks_unlock(s->eng->qtasks);
         const char *state = st.state == KS_QT_ACTIVE      ? "active"
                             : st.state == KS_QT_RESTORING ? "restoring"
@@ -462,8 +463,7 @@ int ks_query_server_start(ks_engine *eng, ks_query_server **out, char *err, size
     s->eng = eng;
     s->p = p;
     s->partitions = eng->topo->partitions;
-    snprintf(s->self, sizeof s->self, "%s", p->query_advertise ? p->query_advertise
-                                                                : p->query_listen);
+    snprintf(s->self, sizeof s->self, "%s", ks_query_address(p));
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->wake, NULL);
     pthread_cond_init(&s->done, NULL);

@@ -10,9 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One store's restore progress. */
+typedef struct progress {
+    char store[128];
+    uint64_t done;
+    int64_t total;
+} progress;
+
+/* A task's stores replay together: the progress of each (of the first
+ * KS_QT_STORES; the last entry is shared past that). */
+#define KS_QT_STORES 32
+
 typedef struct slot {
     ks_task *task;
     ks_qt_status st;
+    progress stores[KS_QT_STORES];
+    int nstores, last; /* entries used; the one reported last */
 } slot;
 
 struct ks_query_tasks {
@@ -59,6 +72,7 @@ void ks_query_tasks_restoring(ks_query_tasks *qt, ks_task *task)
         return;
     s->task = task;
     memset(&s->st, 0, sizeof s->st);
+    s->nstores = s->last = 0;
     s->st.state = KS_QT_RESTORING;
     qt->generation++;
     pthread_mutex_unlock(&qt->lock);
@@ -71,9 +85,19 @@ void ks_query_tasks_progress(ks_query_tasks *qt, int32_t partition, const char *
     if (!s)
         return;
     if (s->st.state == KS_QT_RESTORING) {
-        snprintf(s->st.store, sizeof s->st.store, "%s", store);
-        s->st.done = done;
-        s->st.total = total;
+        int i = 0;
+        while (i < s->nstores && strcmp(s->stores[i].store, store) != 0)
+            i++;
+        if (i == s->nstores) {
+            if (s->nstores < KS_QT_STORES)
+                s->nstores++;
+            else
+                i = KS_QT_STORES - 1;
+            snprintf(s->stores[i].store, sizeof s->stores[i].store, "%s", store);
+        }
+        s->stores[i].done = done;
+        s->stores[i].total = total;
+        s->last = i;
     }
     pthread_mutex_unlock(&qt->lock);
 }
@@ -95,6 +119,7 @@ void ks_query_tasks_remove(ks_query_tasks *qt, int32_t partition)
         return;
     s->task = NULL;
     memset(&s->st, 0, sizeof s->st);
+    s->nstores = s->last = 0;
     qt->generation++;
     pthread_mutex_unlock(&qt->lock);
 }
@@ -109,7 +134,23 @@ uint64_t ks_query_tasks_generation(ks_query_tasks *qt)
     return g;
 }
 
-ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, ks_qt_status *st)
+/* The progress of `store` in s (NULL or not reported: the one reported
+ * last) into st. */
+static void fill_progress(const slot *s, const char *store, ks_qt_status *st)
+{
+    if (s->st.state != KS_QT_RESTORING || s->nstores == 0)
+        return;
+    int i = s->last;
+    for (int k = 0; store && k < s->nstores; k++)
+        if (strcmp(s->stores[k].store, store) == 0)
+            i = k;
+    snprintf(st->store, sizeof st->store, "%s", s->stores[i].store);
+    st->done = s->stores[i].done;
+    st->total = s->stores[i].total;
+}
+
+ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, const char *store,
+                             ks_qt_status *st)
 {
     memset(st, 0, sizeof *st);
     if (!qt)
@@ -118,6 +159,7 @@ ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, ks_qt_status
     if (partition < 0 || partition >= qt->partitions)
         return NULL;
     *st = qt->slots[partition].st;
+    fill_progress(&qt->slots[partition], store, st);
     return st->state == KS_QT_ACTIVE ? qt->slots[partition].task : NULL;
 }
 

@@ -26,7 +26,9 @@ typedef enum ks_qt_state {
 /* What a query learns of one partition here. */
 typedef struct ks_qt_status {
     ks_qt_state state;
-    char store[128]; /* restoring: the store being replayed ("" before the first) */
+    char store[128]; /* restoring: the store asked about, else the one whose
+                        replay reported last (a task's stores replay
+                        together); "" before the first report */
     uint64_t done;   /* restoring: its records replayed so far */
     int64_t total;   /* restoring: about how many there are to replay */
 } ks_qt_status;
@@ -39,7 +41,7 @@ void ks_query_tasks_free(ks_query_tasks *qt);
  * restores it now. */
 void ks_query_tasks_restoring(ks_query_tasks *qt, ks_task *task);
 /* The restore of `partition` has replayed `done` of about `total` records
- * of `store`. */
+ * of `store` (borrowed; kept per store). */
 void ks_query_tasks_progress(ks_query_tasks *qt, int32_t partition, const char *store,
                              uint64_t done, int64_t total);
 /* The task of `partition` is restored and runs. */
@@ -52,10 +54,12 @@ void ks_query_tasks_remove(ks_query_tasks *qt, int32_t partition);
  * server describes the group again when it changed. */
 uint64_t ks_query_tasks_generation(ks_query_tasks *qt);
 
-/* Lock the registry and fill *st for `partition`: the task (borrowed,
- * valid until ks_query_tasks_unlock) when it is active, else NULL. Call
- * ks_query_tasks_unlock in any case. */
-ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, ks_qt_status *st);
+/* Lock the registry and fill *st for `partition`, with the restore
+ * progress of `store` (borrowed; NULL or not replayed: the store reported
+ * last): the task (borrowed, valid until ks_query_tasks_unlock) when it
+ * is active, else NULL. Call ks_query_tasks_unlock in any case. */
+ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, const char *store,
+                             ks_qt_status *st);
 void ks_query_tasks_unlock(ks_query_tasks *qt);
 
 #endif /* KS_QUERY_TASKS_H */

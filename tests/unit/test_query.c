@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "http/http_get.h"
 #include "query/query_request.h"
+#include "runtime/query_tasks.h"
 #include "kstreams/testdriver.h"
 #include "unit/test_util.h"
 
@@ -721,6 +722,54 @@ static void test_reply_parse(void)
         CU_ASSERT_EQUAL(ks_http_parse_reply(bad[i], strlen(bad[i]), &r), -1);
 }
 
+/* What a query of a restoring task answers: the progress of the store it
+ * asks about (a task's stores replay together), else the one reported
+ * last; nothing once the task is active or gone. */
+static void test_restore_progress_per_store(void)
+{
+    ks_query_tasks *qt = ks_query_tasks_new(4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(qt);
+    ks_task task;
+    memset(&task, 0, sizeof task);
+    task.partition = 2;
+    ks_qt_status st;
+    ks_query_tasks_restoring(qt, &task);
+    CU_ASSERT_PTR_NULL(ks_query_tasks_lock(qt, 2, "counts", &st));
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_RESTORING);
+    CU_ASSERT_STRING_EQUAL(st.store, "");
+    ks_query_tasks_progress(qt, 2, "counts", 0, 500);
+    ks_query_tasks_progress(qt, 2, "hourly", 0, 700);
+    ks_query_tasks_progress(qt, 2, "counts", 1024, 5000);
+    ks_query_tasks_progress(qt, 2, "hourly", 2048, 7000);
+    ks_query_tasks_lock(qt, 2, "counts", &st);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "counts");
+    CU_ASSERT_EQUAL(st.done, 1024);
+    CU_ASSERT_EQUAL(st.total, 5000);
+    ks_query_tasks_lock(qt, 2, NULL, &st); /* no store named: the last report */
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "hourly");
+    CU_ASSERT_EQUAL(st.done, 2048);
+    ks_query_tasks_lock(qt, 2, "plain", &st); /* a store with no changelog */
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "hourly");
+    ks_query_tasks_active(qt, 2);
+    CU_ASSERT_PTR_EQUAL(ks_query_tasks_lock(qt, 2, "counts", &st), &task);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_ACTIVE);
+    ks_query_tasks_remove(qt, 2);
+    ks_query_tasks_restoring(qt, &task); /* a new restore starts empty */
+    ks_query_tasks_lock(qt, 2, "counts", &st);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "");
+    ks_query_tasks_remove(qt, 2);
+    ks_query_tasks_lock(qt, 2, NULL, &st);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_ABSENT);
+    ks_query_tasks_free(qt);
+}
+
 void ks_test_register_query(void)
 {
     CU_pSuite s = CU_add_suite("query", suite_init, suite_clean);
@@ -731,6 +780,8 @@ void ks_test_register_query(void)
     CU_add_test(s, "--key-hex, hex key ranges, --hex", test_hex_key_value_store);
     CU_add_test(s, "query server requests: parameters, 400 reasons", test_request_parse);
     CU_add_test(s, "--remote: HTTP answers parsed", test_reply_parse);
+    CU_add_test(s, "a restoring task answers its stores' progress",
+                test_restore_progress_per_store);
     CU_pSuite w = CU_add_suite("query-windows", wsuite_init, wsuite_clean);
     CU_add_test(w, "tumbling: one key, time ranges, all keys, key ranges", test_win_tumbling);
     CU_add_test(w, "hopping and session windows", test_win_hopping_session);
