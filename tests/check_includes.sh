@@ -16,7 +16,7 @@
 #   lib/          nothing from engine/ or plugins/ (lib/ is below both)
 #   engine/*      nothing from plugins/ (shared code lives in lib/)
 #   engine/base   nothing else from engine/
-#   config, state, kafka, loader, http, ledger
+#   config, state, kafka, loader, http, ledger, query
 #                 not runtime/, cli/, outbox/, testdriver/
 #   outbox        not runtime/, cli/, testdriver/
 #   runtime       not cli/, testdriver/
@@ -92,7 +92,7 @@ forbidden() {
         cli | testdriver) echo "$from/ includes $to/: nothing includes the command line or the test driver" ;;
         runtime | outbox)
           case $from in
-            config | state | kafka | loader | http | ledger)
+            config | state | kafka | loader | http | ledger | query)
               echo "$from/ includes $to/: $from/ is below runtime/ and outbox/" ;;
             outbox) [ "$to" = runtime ] && echo "outbox/ includes runtime/: the runtime starts the outbox, not the reverse" ;;
           esac ;;

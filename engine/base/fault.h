@@ -3,8 +3,10 @@
  * what survives a process death at each step of the commit sequence.
  *
  * KS_CRASH_AT=<point>[:<n>] makes the process SIGKILL itself the n-th time
- * (default 1) it reaches <point>. Unset (production): one getenv at first
- * use, then a pointer compare.
+ * (default 1) it reaches <point>. KS_PAUSE_AT=<point>:<ms> (1..10000)
+ * sleeps that long at every visit instead: a slow restore, for the test of
+ * what a query of a restoring task answers (test_rquery). Unset
+ * (production): getenvs at first use, then a compare.
  */
 #ifndef KS_FAULT_H
 #define KS_FAULT_H

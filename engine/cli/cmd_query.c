@@ -8,8 +8,10 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
-#include "cli/query_store.h"
-#include "cli/query_time.h"
+#include "cli/query_remote.h"
+#include "query/query_request.h"
+#include "query/query_store.h"
+#include "query/query_time.h"
 #include "config/config.h"
 #include "runtime/global_table.h"
 #include "runtime/topology.h"
@@ -32,6 +34,10 @@ const char ks_cmd_query_help[] =
     "  --int64          print 8-byte values as numbers (big-endian int64, as\n"
     "                   count and the int64 serde write them)\n"
     "  --hex            every key and value as hex, printable or not\n"
+    "  --remote URL     ask the running application's query server at URL\n"
+    "                   (http://HOST:PORT of any of its processes, `query:` in\n"
+    "                   FILE; its token is sent) instead of reading the local\n"
+    "                   state directory; prints JSON (docs/scaling.md)\n"
     "Windowed store (the store of count, aggregate or reduce with `window:`):\n"
     "one line per window, KEY<TAB>START<TAB>END<TAB>VALUE (no KEY for one\n"
     "key), partition by partition, keys in byte order, windows by start;\n"
@@ -65,6 +71,7 @@ enum {
     OPT_INT64,
     OPT_HEX,
     OPT_RAW,
+    OPT_REMOTE,
 };
 
 static const struct option OPTIONS[] = {
@@ -82,6 +89,7 @@ static const struct option OPTIONS[] = {
     {"int64", no_argument, NULL, OPT_INT64},
     {"hex", no_argument, NULL, OPT_HEX},
     {"raw", no_argument, NULL, OPT_RAW},
+    {"remote", required_argument, NULL, OPT_REMOTE},
     {0},
 };
 
@@ -93,6 +101,8 @@ typedef struct query_args {
     ks_query_bytes key, kfrom, kto;
     int key_args, kfrom_args, kto_args; /* how often each was given */
     long partition;                     /* -1: all */
+    const char *remote;                 /* --remote URL, or NULL */
+    int format_set;
     int int64, hex, raw;
 } query_args;
 
@@ -108,62 +118,15 @@ static const char *key_limit_text(void)
     return text;
 }
 
-/* Text argument into b (a copy). */
-static int set_text(ks_query_bytes *b, const char *s)
-{
-    free(b->data);
-    b->len = strlen(s);
-    b->data = malloc(b->len ? b->len : 1);
-    if (!b->data)
-        return -1;
-    memcpy(b->data, s, b->len);
-    b->set = 1;
-    return 0;
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                  : -1;
-}
-
-/* Hex argument ("0102ff", "0x0102ff") into b. -1 when malformed. */
-static int set_hex(ks_query_bytes *b, const char *s)
-{
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-        s += 2;
-    size_t n = strlen(s);
-    if (n % 2)
-        return -1;
-    free(b->data);
-    b->data = malloc(n / 2 ? n / 2 : 1);
-    if (!b->data)
-        return -1;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            free(b->data);
-            b->data = NULL;
-            return -1;
-        }
-        b->data[i] = (unsigned char)(hi << 4 | lo);
-    }
-    b->len = n / 2;
-    b->set = 1;
-    return 0;
-}
-
 /* --key, --from-key, --to-key and their -hex forms into `b`; bad_hex is
  * the message for malformed hex. */
 static int set_key_option(ks_query_bytes *b, int *count, int hex, const char *bad_hex,
                           const char *value, FILE *err)
 {
     (*count)++;
-    if (hex && set_hex(b, value) != 0)
+    if (hex && ks_query_bytes_hex(b, value) != 0)
         return usage(err, bad_hex, value);
-    if (!hex && set_text(b, value) != 0) {
+    if (!hex && ks_query_bytes_text(b, value) != 0) {
         fprintf(err, "kstreams query: out of memory\n");
         return KS_EXIT_FAILURE;
     }
@@ -198,6 +161,10 @@ static int on_option(void *ctx, int opt, const char *value, FILE *err)
         break;
     case OPT_FORMAT:
         a->format = value;
+        a->format_set = 1;
+        break;
+    case OPT_REMOTE:
+        a->remote = value;
         break;
     case OPT_TIME_FORMAT:
         a->time_format = value;
@@ -241,29 +208,6 @@ static int check_args(const query_args *a, FILE *err)
     return KS_CLI_GO;
 }
 
-/* The windowed node whose (first) store is `store`: its window from the
- * YAML `window:` map, read and checked with the plugins' rules (the
- * defaults of the shipped count, aggregate and reduce; no plugin is
- * loaded). 1 with *spec (kind KS_WIN_NONE) when the store is not windowed,
- * 0 with *node and *spec, -1 with "FILE:LINE:COL: ..." in err when the
- * window is invalid (`kstreams check` refuses it too). */
-static int window_of(const ks_pipeline *p, const char *store, const ks_cfg_node **node,
-                     ks_win_spec *spec, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < p->node_count; i++) {
-        const ks_cfg_node *n = &p->nodes[i];
-        if (n->store_count == 0 || strcmp(n->stores[0], store) != 0)
-            continue;
-        int rc = ks_topology_window_spec(n, NULL, spec, err, errlen);
-        if (rc == 1)
-            continue;
-        *node = n;
-        return rc;
-    }
-    memset(spec, 0, sizeof *spec);
-    return 1;
-}
-
 /* A key-value store: --from/--to are keys, the same as --from-key/--to-key. */
 static int key_bounds(query_args *a, FILE *err)
 {
@@ -271,8 +215,8 @@ static int key_bounds(query_args *a, FILE *err)
         return usage(err, "%s", "give a key bound once: --from or --from-key, --to or --to-key");
     if (a->key.set && (a->from || a->to))
         return usage(err, "%s", "--key and --from/--to exclude each other");
-    if ((a->from && set_text(&a->kfrom, a->from) != 0) ||
-        (a->to && set_text(&a->kto, a->to) != 0))
+    if ((a->from && ks_query_bytes_text(&a->kfrom, a->from) != 0) ||
+        (a->to && ks_query_bytes_text(&a->kto, a->to) != 0))
         return usage(err, "%s", "out of memory");
     if (a->kfrom.len > KS_KEY_MAX || a->kto.len > KS_KEY_MAX)
         return usage(err, "%s", key_limit_text());
@@ -321,7 +265,7 @@ static int resolve_store(query_args *a, const ks_pipeline *p, ks_query *q, FILE 
     const ks_cfg_node *wnode = NULL;
     ks_win_spec wspec = {0};
     char msg[2048];
-    if (!a->raw && window_of(p, a->store, &wnode, &wspec, msg, sizeof msg) < 0) {
+    if (!a->raw && ks_topology_store_window(p, a->store, &wnode, &wspec, msg, sizeof msg) < 0) {
         fprintf(err, "%s\n", msg);
         return KS_EXIT_INVALID;
     }
@@ -369,7 +313,7 @@ static ks_exit read_partitions(const query_args *a, const ks_pipeline *p, ks_que
         int missing = 0;
         ks_global_dir(p, base, sizeof base);
         q->partition = -1;
-        ks_exit rc = ks_query_partition(q, base, &missing, err);
+        ks_exit rc = ks_query_partition(q, base, &missing, err) ? KS_EXIT_FAILURE : KS_EXIT_OK;
         *present = !missing;
         if (missing && rc == KS_EXIT_OK) {
             fprintf(err, "kstreams query: %s: no global store (has the pipeline run with "
@@ -395,7 +339,7 @@ static ks_exit read_partitions(const query_args *a, const ks_pipeline *p, ks_que
         int missing = 0;
         ks_layout_task_dir(p->state_dir, p->application, list[i], dir, sizeof dir);
         q->partition = list[i];
-        rc = ks_query_partition(q, dir, &missing, err);
+        rc = ks_query_partition(q, dir, &missing, err) ? KS_EXIT_FAILURE : KS_EXIT_OK;
         *present += !missing;
         if (q->key && q->found) /* a key lives in one partition */
             break;
@@ -452,6 +396,14 @@ static int run_query(query_args *a, ks_query *q, FILE *out, FILE *err)
         rc = resolve_store(a, p, q, err);
     if (rc == KS_CLI_GO && q->json && !(q->array = json_array()))
         rc = KS_EXIT_FAILURE;
+    if (rc == KS_CLI_GO && a->remote) {
+        if (a->raw || (a->format_set && !q->json))
+            rc = usage(err, "%s", "--remote prints JSON (--format json) and has no --raw");
+        else
+            rc = ks_query_remote(a->remote, p->query_token, q, a->partition, out, err);
+        ks_pipeline_free(p);
+        return rc;
+    }
     size_t present = 0;
     if (rc == KS_CLI_GO)
         rc = read_partitions(a, p, q, &present, err);

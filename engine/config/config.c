@@ -157,6 +157,54 @@ static int parse_metrics(pctx *c, const ks_ynode *kn, const ks_ynode *v)
 }
 
 /* ------------------------------------------------------------------ */
+/* query:                                                              */
+/* ------------------------------------------------------------------ */
+
+/* `query: { listen, token, advertise, max_connections, idle_timeout,
+ * connection_deadline }`: the query server (docs/scaling.md). The token
+ * rule is the metrics' and the outbox's: stores are data. */
+enum { Q_LISTEN, Q_TOKEN, Q_ADVERTISE, Q_MAX_CONN, Q_IDLE, Q_DEADLINE, Q_N };
+static const char *const QUERY_KEYS[Q_N] = {"listen",          "token",       "advertise",
+                                            "max_connections", "idle_timeout",
+                                            "connection_deadline"};
+
+static int parse_query(pctx *c, const ks_ynode *kn, const ks_ynode *v)
+{
+    ks_pipeline *p = c->p;
+    fields f;
+    p->query_limits = (ks_cfg_http_limits){32, 10000, 10000};
+    if (want_map(c, kn, v, 0) != 0 || take_fields(c, v, "query", QUERY_KEYS, Q_N, &f) != 0)
+        return -1;
+    if (!f.val[Q_LISTEN])
+        return missing(c, v, "query", "listen");
+    if (want_listen(c, f.key[Q_LISTEN], f.val[Q_LISTEN], &p->query_listen) != 0)
+        return -1;
+    if (f.val[Q_TOKEN] && want_string(c, f.key[Q_TOKEN], f.val[Q_TOKEN], &p->query_token) != 0)
+        return -1;
+    if (f.val[Q_ADVERTISE] &&
+        want_listen(c, f.key[Q_ADVERTISE], f.val[Q_ADVERTISE], &p->query_advertise) != 0)
+        return -1;
+    if (want_limits(c, &f.key[Q_MAX_CONN], &f.val[Q_MAX_CONN], &p->query_limits) != 0)
+        return -1;
+    if (!ks_listen_is_loopback(p->query_listen) && !p->query_token)
+        return FAIL_AT(c, f.val[Q_LISTEN],
+                       "query listens on '%s', which is not a loopback address: write "
+                       "query: { listen: %s, token: ... } (clients then send "
+                       "Authorization: Bearer <token>)",
+                       p->query_listen, p->query_listen);
+    /* the other processes are redirected to the advertised address */
+    unsigned char a[4];
+    uint16_t port;
+    if (!p->query_advertise && ks_parse_listen(p->query_listen, a, &port) == 0 &&
+        (a[0] | a[1] | a[2] | a[3]) == 0)
+        return FAIL_AT(c, f.val[Q_LISTEN],
+                       "query listens on '%s', which no other process can reach by that "
+                       "name: set advertise: HOST:PORT, the address they reach this one at",
+                       p->query_listen);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
 /* The top level                                                       */
 /* ------------------------------------------------------------------ */
 
@@ -184,7 +232,8 @@ enum {
     T_APPLICATION, T_KAFKA, T_GUARANTEE, T_COMMIT_INTERVAL, T_STATE_DIR,
     T_WORKERS, T_REPLICATION, T_PLUGINS, T_PLUGIN_PATH, T_POISON,
     T_DEAD_LETTER, T_METRICS, T_STORES, T_SOURCES, T_NODES, T_SINKS, T_OUTBOX,
-    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_GLOBAL_TABLES, T_STATIC_MEMBERSHIP, T_STANDBY_REPLICAS, T_N
+    T_STALL_WARNING, T_TABLES, T_ROLLBACK, T_GLOBAL_TABLES, T_STATIC_MEMBERSHIP, T_STANDBY_REPLICAS,
+    T_QUERY, T_N
 };
 static const char *const TOP_KEYS[T_N] = {
     "application", "kafka",          "guarantee",        "commit_interval_ms",
@@ -192,7 +241,7 @@ static const char *const TOP_KEYS[T_N] = {
     "plugin_path", "poison",         "dead_letter_topic", "metrics",
     "stores",      "sources",        "nodes",            "sinks",
     "outbox",      "stall_warning_ms", "tables",           "rollback",
-    "global_tables", "static_membership", "standby_replicas"};
+    "global_tables", "static_membership", "standby_replicas", "query"};
 
 /* A duration > 0: an integer of milliseconds or "100ms", "30s", ... */
 static int want_positive_duration(pctx *c, const ks_ynode *k, const ks_ynode *v, int64_t *out)
@@ -331,6 +380,8 @@ static int parse_top(pctx *c, const ks_ynode *root)
         return -1;
     if ((v = f.val[T_DEAD_LETTER]) &&
         want_topic(c, f.key[T_DEAD_LETTER], v, &p->dead_letter_topic) != 0)
+        return -1;
+    if ((v = f.val[T_QUERY]) && parse_query(c, f.key[T_QUERY], v) != 0)
         return -1;
     if ((v = f.val[T_METRICS]) && parse_metrics(c, f.key[T_METRICS], v) != 0)
         return -1;

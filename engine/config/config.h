@@ -247,6 +247,13 @@ typedef struct ks_pipeline {
     char *metrics_token;             /* Bearer token; required when
                                         metrics_listen is not loopback   */
     ks_cfg_http_limits metrics_limits; /* 16 connections, 10s idle, 10s */
+    char *query_listen;              /* `query: { listen }`: the query server
+                                        (docs/scaling.md); NULL = off    */
+    char *query_token;               /* Bearer token; required when
+                                        query_listen is not loopback     */
+    char *query_advertise;           /* host:port the other processes reach
+                                        this one at; NULL: query_listen  */
+    ks_cfg_http_limits query_limits; /* 32 connections, 10s idle, 10s */
     ks_cfg_source *sources;          /* the streams, then the tables */
     size_t source_count;
     ks_cfg_node *nodes;

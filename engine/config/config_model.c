@@ -130,6 +130,9 @@ void ks_pipeline_free(ks_pipeline *p)
     free(p->dead_letter_topic);
     free(p->metrics_listen);
     free(p->metrics_token);
+    free(p->query_listen);
+    free(p->query_token);
+    free(p->query_advertise);
     for (size_t i = 0; i < p->source_count; i++) {
         free(p->sources[i].name);
         free(p->sources[i].topic);

@@ -17,6 +17,8 @@
 #include "http/metrics.h"
 #include "runtime/crash.h"
 #include "runtime/global_thread.h"
+#include "runtime/query_server.h"
+#include "runtime/query_tasks.h"
 #include "runtime/reload.h"
 #include "runtime/standby.h"
 #include "runtime/worker.h"
@@ -186,6 +188,14 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     /* standbys before the workers: a worker's first task may be one */
     if (!ks_engine_stopping(&eng) && ks_standby_start(&eng, &eng.standby, err, sizeof err) != 0)
         ks_warn("engine", "standby replicas are off: %s", err);
+    /* queries: the registry before the workers, which report their tasks */
+    ks_query_server *queries = NULL;
+    if (p->query_listen && !ks_engine_stopping(&eng)) {
+        eng.qtasks = ks_query_tasks_new(topo->partitions);
+        if (!eng.qtasks || ks_query_server_start(&eng, &queries, err, sizeof err) != 0)
+            ks_warn("engine", "%s: remote queries are off",
+                    eng.qtasks ? err : "out of memory");
+    }
     eng.workers = ks_engine_stopping(&eng) ? NULL : calloc((size_t)p->workers,
                                                            sizeof *eng.workers);
     for (int i = 0; eng.workers && i < p->workers; i++) {
@@ -205,6 +215,8 @@ int ks_engine_run(ks_topology *topo, const char *instance)
     for (int i = 0; i < eng.worker_count; i++)
         ks_worker_join(eng.workers[i]);
     free(eng.workers);
+    ks_query_server_stop(queries); /* after the workers: none reports a task any more */
+    ks_query_tasks_free(eng.qtasks);
     ks_standby_stop(eng.standby); /* after the workers: they may wait for it */
     ks_global_thread_stop(globals); /* after the workers: they read its store */
     ks_reload_free(eng.reload); /* after the workers: closes retired builds */

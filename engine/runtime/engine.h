@@ -26,6 +26,8 @@ typedef struct ks_engine {
     struct ks_metrics *metrics; /* metrics.h; always present */
     struct ks_global *global;   /* global tables' store (global_table.h) or NULL */
     struct ks_standby *standby; /* standby replicas (standby.h) or NULL */
+    struct ks_query_tasks *qtasks; /* what the query server reads (query_tasks.h);
+                                      NULL when `query:` is off */
 } ks_engine;
 
 /* Set by SIGINT/SIGTERM handlers (see ks_engine_install_signals). */

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "http/metrics.h"
 #include "kafka/kafka.h"
+#include "runtime/query_tasks.h"
 #include "runtime/restore_ends.h"
 #include "runtime/table.h"
 
@@ -87,6 +88,14 @@ void ks_restorer_free(ks_restorer *r)
 }
 
 /* ---- the replays -------------------------------------------------------- */
+
+/* What a query of rp's task answers meanwhile (query_tasks.h): the
+ * replay's records so far of about how many. */
+static void query_progress(const pass *ps, const ks_replay *rp)
+{
+    ks_query_tasks_progress(ps->r->eng->qtasks, rp->partition, rp->name, rp->done,
+                            rp->lso - rp->from);
+}
 
 static void labels(const ks_replay *rp, char *l, size_t len)
 {
@@ -229,6 +238,7 @@ static int finish(pass *ps, ks_replay *rp)
     int rc = commit_task(ps, rp->task_index, rp);
     if (rc != 0)
         return rc;
+    query_progress(ps, rp);
     double secs = (double)(rp->ended_ms - ps->started_ms) / 1000.0;
     char l2[512];
     labels(rp, l2, sizeof l2);
@@ -254,6 +264,7 @@ static void report_progress(pass *ps, int64_t now)
         labels(rp, l, sizeof l);
         ks_metrics_set(ps->r->eng->metrics, "kstreams_restore_remaining", l,
                        (double)(total > (int64_t)rp->done ? total - (int64_t)rp->done : 0));
+        query_progress(ps, rp);
         ks_info(rp->task->where,
                 "restoring store %s partition %d: %llu of ~%lld records (%.0f/s)", rp->name,
                 (int)rp->partition, (unsigned long long)rp->done, (long long)total,
@@ -304,6 +315,8 @@ static int apply(pass *ps, rd_kafka_message_t *m)
         return rc;
     }
     rp->done++;
+    if (rp->done % 1024 == 0)
+        query_progress(ps, rp);
     if (m->offset + 1 >= rp->lso)
         return finish(ps, rp);
     if (++ps->pending[rp->task_index] >= KS_RESTORE_BATCH ||
@@ -351,6 +364,7 @@ static int assign_all(pass *ps)
             rp->checkpoint < 0 ? RD_KAFKA_OFFSET_BEGINNING : rp->checkpoint;
         rp->active = 1;
         ps->active++;
+        query_progress(ps, rp);
     }
     ps->started_ms = ps->progress_ms = ps->positions_ms = ps->report_ms = ks_mono_ms();
     rd_kafka_resp_err_t e = ps->active ? rd_kafka_assign(ps->r->consumer, l) : 0;

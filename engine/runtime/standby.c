@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "http/metrics.h"
 #include "kafka/group_members.h"
+#include "kafka/member_id.h"
 #include "kafka/kafka.h"
 #include "runtime/table.h"
 #include "runtime/task.h"
@@ -267,7 +268,7 @@ static void follow_group(ks_standby *s, int64_t now)
     s->describing = 1;
     s->describe_rebalances = reb;
     s->next_describe = now + DESCRIBE_EVERY_MS;
-    ks_group_describe(s->admin, s->adminq, s->p->application, 5000);
+    ks_group_describe_async(s->admin, s->adminq, s->p->application, 5000);
 }
 
 /* ---- tailing -------------------------------------------------------------- */
@@ -432,7 +433,8 @@ int ks_standby_start(ks_engine *eng, ks_standby **out, char *err, size_t errlen)
     s->topo = eng->topo;
     s->p = p;
     s->partitions = eng->topo->partitions;
-    ks_standby_client_id(p, eng->instance, s->self, sizeof s->self);
+    /* the process part of the workers' client.id (member_id.h) */
+    ks_member_id_format(p->application, eng->instance, NULL, s->self, sizeof s->self);
     int rc = alloc_parts(s);
     if (rc != 0)
         snprintf(err, errlen, "out of memory");
@@ -516,9 +518,4 @@ void ks_standby_rebalanced(ks_standby *s)
     pthread_mutex_lock(&s->lock);
     s->rebalances++;
     pthread_mutex_unlock(&s->lock);
-}
-
-void ks_standby_client_id(const ks_pipeline *p, const char *instance, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s-%s", p->application, instance);
 }

@@ -50,8 +50,4 @@ void ks_standby_release(ks_standby *s, int32_t partition);
  * before a description taken after this call. Any thread. */
 void ks_standby_rebalanced(ks_standby *s);
 
-/* The client.id of this process's group members, `<application>-<instance>`
- * into buf: the id standby placement sorts processes by. */
-void ks_standby_client_id(const ks_pipeline *p, const char *instance, char *buf, size_t len);
-
 #endif /* KS_STANDBY_H */

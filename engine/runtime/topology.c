@@ -692,3 +692,20 @@ int ks_topology_prepare_swap(const ks_topo_node *tn, const ks_plugin *pl,
     *fns = out;
     return 1;
 }
+
+int ks_topology_store_window(const ks_pipeline *p, const char *store, const ks_cfg_node **node,
+                             struct ks_win_spec *spec, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < p->node_count; i++) {
+        const ks_cfg_node *n = &p->nodes[i];
+        if (n->store_count == 0 || strcmp(n->stores[0], store) != 0)
+            continue;
+        int rc = ks_topology_window_spec(n, NULL, spec, err, errlen);
+        if (rc == 1)
+            continue;
+        *node = n;
+        return rc;
+    }
+    memset(spec, 0, sizeof *spec);
+    return 1;
+}

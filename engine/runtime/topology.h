@@ -120,4 +120,12 @@ struct ks_win_spec;
 int ks_topology_window_spec(const ks_cfg_node *n, const ks_processor_type *pt,
                             struct ks_win_spec *spec, char *err, size_t errlen);
 
+/* The windowed node whose (first) store is `store` and its window
+ * (ks_topology_window_spec without the plugins: the shipped count,
+ * aggregate and reduce defaults). 1 with *spec zeroed (kind KS_WIN_NONE)
+ * when the store is not windowed, 0 with *node (borrowed from p) and
+ * *spec, -1 with "FILE:LINE:COL: ..." in err when the window is invalid. */
+int ks_topology_store_window(const ks_pipeline *p, const char *store, const ks_cfg_node **node,
+                             struct ks_win_spec *spec, char *err, size_t errlen);
+
 #endif /* KS_TOPOLOGY_H */

@@ -22,10 +22,13 @@
 #include "base/log.h"
 #include "kafka/fair_poll.h"
 #include "kafka/kafka.h"
+#include "kafka/member_id.h"
 #include "runtime/assignment.h"
 #include "runtime/collector.h"
 #include "runtime/committer.h"
 #include "runtime/poison.h"
+#include "runtime/query_server.h"
+#include "runtime/query_tasks.h"
 #include "runtime/reload.h"
 #include "runtime/repartition_purge.h"
 #include "runtime/restorer.h"
@@ -99,10 +102,12 @@ static rd_kafka_t *new_consumer(ks_worker *w, const char *member_id, char *err, 
                                           member_id ? forced : forced + 2, err, errlen);
     if (!conf)
         return NULL;
-    /* standby placement groups the members by process (standby.h) */
-    char client_id[300];
-    ks_standby_client_id(w->p, w->eng->instance, client_id, sizeof client_id);
-    if (w->p->standby_replicas > 0 &&
+    /* standby placement groups the members by process, the query server
+     * learns where each answers (kafka/member_id.h) */
+    char client_id[600];
+    ks_member_id_format(w->p->application, w->eng->instance, ks_query_address(w->p), client_id,
+                        sizeof client_id);
+    if ((w->p->standby_replicas > 0 || w->p->query_listen) &&
         ks_kafka_set(conf, "client.id", client_id, err, errlen) != 0) {
         rd_kafka_conf_destroy(conf);
         return NULL;
@@ -141,6 +146,7 @@ static int create_task(ks_worker *w, int32_t partition, ks_task **out)
         fail(w, "%s", err);
         return KS_ERR_IO;
     }
+    ks_query_tasks_restoring(w->eng->qtasks, *out); /* queries: 503 until restored */
     return 0;
 }
 
@@ -154,12 +160,14 @@ static int start_task(ks_worker *w, ks_task *task)
     /* the restored stores say which state format they are in: a pending
      * migration runs in the task's first batch, a newer one is refused */
     if (ks_task_check_versions(task, err, sizeof err) != 0) {
+        ks_query_tasks_remove(w->eng->qtasks, partition);
         ks_task_destroy(task);
         ks_standby_release(w->eng->standby, partition);
         fail(w, "%s", err);
         return KS_ERR_INVALID; /* a state format this build cannot read */
     }
     w->a.tasks[partition] = task;
+    ks_query_tasks_active(w->eng->qtasks, partition);
     ks_worker_metrics_task_opened(&w->stats, partition);
     ks_reload_task_opened(w->eng->reload, w->id, task); /* hot deploy in progress */
     ks_reload_note_versions(w->eng->reload, task);
@@ -208,6 +216,7 @@ static int open_tasks(ks_worker *w, const rd_kafka_topic_partition_list_t *parts
     for (; rc == 0 && k < n; k++)
         rc = start_task(w, fresh[k]);
     for (; k < n; k++) { /* after a failure; a failed start_task destroyed its own */
+        ks_query_tasks_remove(w->eng->qtasks, fresh[k]->partition);
         ks_standby_release(w->eng->standby, fresh[k]->partition);
         ks_task_destroy(fresh[k]);
     }
@@ -221,6 +230,7 @@ static void close_task(ks_worker *w, int32_t partition)
         return;
     ks_worker_metrics_task_counts(&w->stats, partition);
     ks_reload_forget_task(w->eng->reload, w->a.tasks[partition]->where);
+    ks_query_tasks_remove(w->eng->qtasks, partition); /* waits for a query reading it */
     ks_task_destroy(w->a.tasks[partition]);
     w->a.tasks[partition] = NULL;
     ks_standby_release(w->eng->standby, partition); /* it may become a standby here */
@@ -652,8 +662,11 @@ static void free_worker(ks_worker *w)
 {
     if (!w)
         return;
-    for (int32_t p = 0; w->a.tasks && p < w->a.partitions; p++)
+    for (int32_t p = 0; w->a.tasks && p < w->a.partitions; p++) {
+        if (w->a.tasks[p])
+            ks_query_tasks_remove(w->eng->qtasks, p);
         ks_task_destroy(w->a.tasks[p]);
+    }
     ks_fair_poll_free(w->fair);
     ks_purge_free(w->purge); /* its queue before the probe goes */
     if (w->consumer)

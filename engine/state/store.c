@@ -132,6 +132,7 @@ static void env_free(ks_store_env *env)
     free(env->dbs);
     free(env->dir);
     free(env->real);
+    pthread_rwlock_destroy(&env->snaps);
     free(env);
 }
 
@@ -228,7 +229,11 @@ static int env_open(const char *dir, int readonly, uint64_t map_size,
     }
 
     ks_store_env *env = calloc(1, sizeof *env);
+    if (env)
+        pthread_rwlock_init(&env->snaps, NULL);
     if (!env || !(env->dir = strdup(dir))) {
+        if (env)
+            pthread_rwlock_destroy(&env->snaps);
         free(env);
         ks_errf(err, errlen, "%s: out of memory", dir);
         return KS_ERR_NOMEM;
@@ -299,7 +304,9 @@ void ks_store_env_close(ks_store_env *env)
         mdb_txn_abort(env->wtxn);
     env->wtxn = NULL;
     rtxn_drop(env);
+    pthread_rwlock_wrlock(&env->snaps); /* a snapshot of another thread ends first */
     mdb_env_close(env->mdb);
+    pthread_rwlock_unlock(&env->snaps);
     reg_remove(env->real);
     env_free(env);
 }
@@ -363,7 +370,9 @@ int ks_store_env_grow(ks_store_env *env, uint64_t new_map_size)
     }
     /* LMDB remaps: no read txn may be open either (ours is the only one). */
     rtxn_drop(env);
+    pthread_rwlock_wrlock(&env->snaps); /* nor one of another thread */
     int rc = mdb_env_set_mapsize(env->mdb, (size_t)new_map_size);
+    pthread_rwlock_unlock(&env->snaps);
     if (rc) {
         set_err(env, "%s: cannot set map_size %llu: %s", env->dir,
                 (unsigned long long)new_map_size, mdb_strerror(rc));

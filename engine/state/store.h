@@ -138,4 +138,23 @@ int ks_store_version_set(ks_store_db *db, uint32_t version);
 
 const char *ks_store_db_name(const ks_store_db *db);
 
+/*
+ * A read snapshot of `env` taken by a thread that is not the env's owner
+ * (the query server reading a worker's task, store_snap.c): its own LMDB
+ * read transaction, which the owner's batch never waits on and which sees
+ * only committed data. While it is open, ks_store_env_grow and
+ * ks_store_env_close of that env wait. A thread holds at most one
+ * snapshot per env at a time (LMDB's rule without MDB_NOTLS).
+ * begin: 0 and *out (end it with ks_store_snap_end), KS_ERR_NOMEM, or the
+ * LMDB error as a ks_err. get/range: as ks_store_get/ks_store_range on
+ * `db` (a handle of the same env), values borrowed until the end; errors
+ * are returned, not kept in the env's last error (the owner's).
+ */
+typedef struct ks_store_snap ks_store_snap;
+int ks_store_snap_begin(ks_store_env *env, ks_store_snap **out);
+int ks_store_snap_get(ks_store_snap *s, ks_store_db *db, ks_bytes key, ks_bytes *value);
+int ks_store_snap_range(ks_store_snap *s, ks_store_db *db, ks_bytes from, ks_bytes to,
+                        ks_range_cb cb, void *arg);
+void ks_store_snap_end(ks_store_snap *s);
+
 #endif /* KS_STORE_H */

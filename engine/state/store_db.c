@@ -211,37 +211,40 @@ int ks_store_range(ks_store_db *db, ks_bytes from, ks_bytes to, ks_range_cb cb,
     int rc = read_txn(env, &txn);
     if (rc)
         return rc;
-    MDB_val lo = {from.len, (void *)from.data};
-    MDB_val hi = {to.len, (void *)to.data};
-    if (from.len && to.len && mdb_cmp(txn, db->dbi, &lo, &hi) >= 0)
-        return 0; /* empty interval */
-
-    MDB_cursor *cur;
-    rc = mdb_cursor_open(txn, db->dbi, &cur);
-    if (rc) {
+    env->scanning++;
+    rc = ks_store_range_in(txn, db->dbi, from, to, cb, arg);
+    env->scanning--;
+    if (rc != 0) {
         set_err(env, "store '%s' in %s: range: %s", db->name, env->dir,
                 mdb_strerror(rc));
         return map_rc(rc);
     }
-    env->scanning++;
+    return 0;
+}
+
+int ks_store_range_in(MDB_txn *txn, MDB_dbi dbi, ks_bytes from, ks_bytes to, ks_range_cb cb,
+                      void *arg)
+{
+    MDB_val lo = {from.len, (void *)from.data};
+    MDB_val hi = {to.len, (void *)to.data};
+    if (from.len && to.len && mdb_cmp(txn, dbi, &lo, &hi) >= 0)
+        return 0; /* empty interval */
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (rc)
+        return rc;
     MDB_val k = lo, v;
     rc = mdb_cursor_get(cur, &k, &v, from.len ? MDB_SET_RANGE : MDB_FIRST);
     while (rc == 0) {
-        if (to.len && mdb_cmp(txn, db->dbi, &k, &hi) >= 0)
+        if (to.len && mdb_cmp(txn, dbi, &k, &hi) >= 0)
             break;
         ks_bytes kb = {k.mv_data, k.mv_size}, vb = {v.mv_data, v.mv_size};
         if (cb(arg, kb, vb) != 0)
             break;
         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
     }
-    env->scanning--;
     mdb_cursor_close(cur);
-    if (rc != 0 && rc != MDB_NOTFOUND) {
-        set_err(env, "store '%s' in %s: range: %s", db->name, env->dir,
-                mdb_strerror(rc));
-        return map_rc(rc);
-    }
-    return 0;
+    return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int ks_store_count(ks_store_db *db, uint64_t *count)

@@ -20,6 +20,7 @@
 #define KS_STORE_INTERNAL_H
 
 #include <lmdb.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #include "state/store.h"
@@ -59,6 +60,9 @@ struct ks_store_env {
     MDB_txn *rtxn;     /* cached read txn (reset when not active), or NULL */
     int rtxn_active;   /* rtxn holds a snapshot */
     unsigned scanning; /* ks_store_range calls in progress */
+    /* read by snapshots of other threads (store_snap.c), written by
+     * grow and close: LMDB remaps and frees only with no txn open */
+    pthread_rwlock_t snaps;
 
     ks_store_db **dbs;
     size_t ndbs, dbcap;
@@ -105,6 +109,14 @@ int ks_store_read_txn(ks_store_env *env, MDB_txn **txn);
 
 /* ------------------------------------------------------------------ */
 /* store_db.c                                                          */
+/* ------------------------------------------------------------------ */
+
+/* The cursor walk of ks_store_range in `txn`: cb for each key in [from,
+ * to) (an empty bound is open). 0 or an LMDB code. */
+int ks_store_range_in(MDB_txn *txn, MDB_dbi dbi, ks_bytes from, ks_bytes to, ks_range_cb cb,
+                      void *arg);
+
+/* ------------------------------------------------------------------ */
 /* ------------------------------------------------------------------ */
 
 /* Checks common to put/del/checkpoint_set/version_set: an open, live

@@ -13,6 +13,12 @@
  * loopback ports, with an outbox store in a fresh temporary directory.
  * libmicrohttpd's threads run the engine code: the coverage they reach is
  * counted as any other.
+ *
+ * Each input is also given, in-process, to the two parsers of remote
+ * queries (docs/scaling.md): as the parameters of GET /v1/query
+ * (name=value pairs split at '&', as libmicrohttpd hands them to the query
+ * server: ks_query_request_parse) and as an HTTP answer read by `kstreams
+ * query --remote` (ks_http_parse_reply).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -29,9 +35,11 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "http/http_get.h"
 #include "http/metrics.h"
 #include "outbox/ingest.h"
 #include "outbox/outbox.h"
+#include "query/query_request.h"
 
 #define NSERVERS 3
 #define ANSWER_WAIT_MS 10000 /* idle + deadline + a wait for a slot: past it, a hang */
@@ -152,8 +160,39 @@ static int connect_to(int fd, const struct sockaddr_in *sa)
     return 0;
 }
 
+/* The input as query parameters and as an HTTP answer (see the top). */
+static void parse_offline(const uint8_t *data, size_t len)
+{
+    ks_http_reply reply;
+    if (ks_http_parse_reply((const char *)data, len, &reply) == 0)
+        ks_http_reply_free(&reply);
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return;
+    memcpy(copy, data, len);
+    copy[len] = '\0';
+    const char *names[KS_QUERY_REQUEST_MAX_PARAMS], *values[KS_QUERY_REQUEST_MAX_PARAMS];
+    size_t n = 0;
+    for (char *p = copy, *next; p && n < KS_QUERY_REQUEST_MAX_PARAMS; p = next) {
+        next = strchr(p, '&');
+        if (next)
+            *next++ = '\0';
+        char *eq = strchr(p, '=');
+        if (eq)
+            *eq++ = '\0';
+        names[n] = p;
+        values[n++] = eq; /* NULL: "?flag" without a value */
+    }
+    ks_query_request r;
+    char err[1024];
+    ks_query_request_parse(&r, names, values, n, err, sizeof err);
+    ks_query_request_free(&r);
+    free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
+    parse_offline(data, len);
     if (len < 1)
         return 0;
     int which = data[0] % NSERVERS;

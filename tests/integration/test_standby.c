@@ -8,9 +8,14 @@
  * process takes the tasks over from its standbys and restores only the
  * tail past their checkpoints (fewer records than the changelogs held),
  * and exactly-once holds: per key the read_committed counts are exactly
- * 1..n.
+ * 1..n. Both processes also run a query server (`query:`), so the
+ * workers' client.id carries the process and the query address at once:
+ * placement must still group the members by process, and each query
+ * server must name the other process as the holder of the tasks it does
+ * not run.
  */
 #include <CUnit/CUnit.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +46,7 @@ static int wait_log(const char *log, const char *needle, int n, int timeout_ms)
 }
 
 static void write_yaml(char *yaml, size_t len, const char *dir, const char *who,
-                       const char *app, const char *in, const char *out, int port)
+                       const char *app, const char *in, const char *out, int port, int qport)
 {
     snprintf(yaml, len, "%s/%s.yaml", dir, who);
     it_write_file(yaml,
@@ -49,13 +54,14 @@ static void write_yaml(char *yaml, size_t len, const char *dir, const char *who,
                   "kafka: { bootstrap: [%s], properties: { session.timeout.ms: %d } }\n"
                   "standby_replicas: 1\n"
                   "metrics: 127.0.0.1:%d\n"
+                  "query: { listen: 127.0.0.1:%d }\n"
                   "state_dir: %s/state-%s\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
                   "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 4 }\n",
-                  app, it_bootstrap(), SESSION_MS, port, dir, who, KS_TEST_BUILDDIR, in, out);
+                  app, it_bootstrap(), SESSION_MS, port, qport, dir, who, KS_TEST_BUILDDIR, in, out);
 }
 
 /* `kstreams query YAML counts --partition P` as JSON into out (malloc'd);
@@ -143,6 +149,48 @@ static long file_size(const char *path)
     return n;
 }
 
+/* From /v1/tasks of the query server on qport: how many tasks run there,
+ * and how many it says run at `other` (HOST:PORT). -1 when it does not
+ * answer. */
+static int query_tasks(int qport, const char *other, int *remote)
+{
+    char resp[8192];
+    *remote = 0;
+    if (it_http(qport, "GET", "/v1/tasks", NULL, resp, sizeof resp) != 200)
+        return -1;
+    json_t *doc = json_loads(resp, 0, NULL);
+    int active = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(doc, "tasks"), i, t) {
+        const char *state = json_string_value(json_object_get(t, "state"));
+        const char *holder = json_string_value(json_object_get(t, "holder"));
+        active += state && strcmp(state, "active") == 0;
+        *remote += state && holder && strcmp(state, "remote") == 0 && strcmp(holder, other) == 0;
+    }
+    json_decref(doc);
+    return active;
+}
+
+/* Wait until each query server runs 2 tasks and names the other process
+ * for the other 2 (its picture of the group is refreshed on requests). */
+static int wait_query_routing(int qa, int qb, int timeout_ms)
+{
+    char addr_a[64], addr_b[64];
+    snprintf(addr_a, sizeof addr_a, "127.0.0.1:%d", qa);
+    snprintf(addr_b, sizeof addr_b, "127.0.0.1:%d", qb);
+    int ra = 0, rb = 0, aa = -1, ab = -1;
+    for (int64_t end = it_now_ms() + timeout_ms; it_now_ms() < end; it_sleep_ms(300)) {
+        aa = query_tasks(qa, addr_b, &ra);
+        ab = query_tasks(qb, addr_a, &rb);
+        if (aa == 2 && ra == 2 && ab == 2 && rb == 2)
+            break;
+    }
+    printf("\n  query servers: A runs %d, names B for %d; B runs %d, names A for %d", aa, ra,
+           ab, rb);
+    return aa == 2 && ra == 2 && ab == 2 && rb == 2 ? 0 : -1;
+}
+
 static void test_standby_failover(void)
 {
     char dir[256], app[128], in[128], out[128], yaml_a[512], yaml_b[512];
@@ -152,10 +200,10 @@ static void test_standby_failover(void)
     it_unique(in, sizeof in, "standby-in");
     it_unique(out, sizeof out, "standby-out");
     CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
-    int port = it_port_base(2);
+    int port = it_port_base(4); /* metrics A, B; queries A, B */
     CU_ASSERT_FATAL(port > 0);
-    write_yaml(yaml_a, sizeof yaml_a, dir, "a", app, in, out, port);
-    write_yaml(yaml_b, sizeof yaml_b, dir, "b", app, in, out, port + 1);
+    write_yaml(yaml_a, sizeof yaml_a, dir, "a", app, in, out, port, port + 2);
+    write_yaml(yaml_b, sizeof yaml_b, dir, "b", app, in, out, port + 1, port + 3);
     snprintf(log_a, sizeof log_a, "%s/a.log", dir);
     snprintf(log_b, sizeof log_b, "%s/b.log", dir);
 
@@ -175,6 +223,8 @@ static void test_standby_failover(void)
     for (int p = 0; p < 4; p++)
         equal += wait_equal(yaml_a, yaml_b, p, 30000);
     CU_ASSERT_EQUAL(equal, 4);
+    /* the same client.id routes queries: each names the other's address */
+    CU_ASSERT(wait_query_routing(port + 2, port + 3, 15000) == 0);
     /* B's metrics: two standby tasks, caught up */
     double tasks = -1, lag = -1;
     int lag_samples = 0;

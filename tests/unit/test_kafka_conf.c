@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "kafka/group_members.h"
 #include "kafka/kafka.h"
+#include "kafka/member_id.h"
 #include "runtime/stall.h"
 #include "base/log.h"
 #include "unit/test_util.h"
@@ -231,6 +232,58 @@ static void test_standby_placement(void)
     CU_ASSERT_EQUAL(ks_group_view_is_standby(&v, 0, -1, 1), 0); /* not a member */
 }
 
+/* One client.id carries the process (standby placement) and the query
+ * address (the query server's routing); each reader gets its part, with
+ * or without the other feature on. */
+static void test_member_client_id(void)
+{
+    char id[300], proc[300];
+    ks_member_id_format("shop", "host1-9f", "10.0.0.7:8471", id, sizeof id);
+    CU_ASSERT_STRING_EQUAL(id, "shop-host1-9f query=10.0.0.7:8471");
+    const char *addr = ks_member_id_parse(id, proc, sizeof proc);
+    CU_ASSERT_STRING_EQUAL(proc, "shop-host1-9f");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(addr);
+    CU_ASSERT_STRING_EQUAL(addr, "10.0.0.7:8471");
+    /* query off: the process alone, no address */
+    ks_member_id_format("shop", "host1-9f", NULL, id, sizeof id);
+    CU_ASSERT_STRING_EQUAL(id, "shop-host1-9f");
+    CU_ASSERT_PTR_NULL(ks_member_id_parse(id, proc, sizeof proc));
+    CU_ASSERT_STRING_EQUAL(proc, "shop-host1-9f");
+    /* another client (librdkafka's default id), an empty address */
+    CU_ASSERT_PTR_NULL(ks_member_id_parse("rdkafka", proc, sizeof proc));
+    CU_ASSERT_STRING_EQUAL(proc, "rdkafka");
+    CU_ASSERT_PTR_NULL(ks_member_id_parse("shop-a query=", proc, sizeof proc));
+    CU_ASSERT_STRING_EQUAL(proc, "shop-a");
+    CU_ASSERT_PTR_NOT_NULL(ks_member_id_parse("shop-a query=h:1", NULL, 0)); /* address only */
+}
+
+/* The view by process: the workers of one process (same client.id, with
+ * or without a query address) are one process, sorted by their process
+ * part, and own the partitions of all their workers. */
+static void test_group_view_by_process(void)
+{
+    int32_t p0[] = {0}, p1[] = {1, 3}, p2[] = {2};
+    char b1[] = "shop-b query=h2:2", a1[] = "shop-a query=h1:1", b2[] = "shop-b query=h2:2";
+    char c1[] = "shop-c";
+    ks_group_member m[] = {{b1, p0, 1}, {a1, p1, 2}, {b2, p2, 1}, {c1, NULL, 0}};
+    ks_group_view v;
+    CU_ASSERT_EQUAL_FATAL(ks_group_view_build(m, 4, 5, &v), 1);
+    CU_ASSERT_EQUAL_FATAL(v.proc_count, 3);
+    CU_ASSERT_STRING_EQUAL(v.procs[0], "shop-a");
+    CU_ASSERT_STRING_EQUAL(v.procs[1], "shop-b");
+    CU_ASSERT_STRING_EQUAL(v.procs[2], "shop-c");
+    CU_ASSERT_EQUAL(v.owner[0], 1);
+    CU_ASSERT_EQUAL(v.owner[1], 0);
+    CU_ASSERT_EQUAL(v.owner[2], 1);
+    CU_ASSERT_EQUAL(v.owner[3], 0);
+    CU_ASSERT_EQUAL(v.owner[4], -1);
+    char self[300]; /* what standby.c looks itself up by */
+    ks_member_id_format("shop", "b", NULL, self, sizeof self);
+    CU_ASSERT_EQUAL(ks_group_view_find(&v, self), 1);
+    ks_group_view_free(&v);
+    CU_ASSERT_EQUAL(ks_group_view_build(m, 0, 5, &v), 0); /* no member */
+}
+
 /* `standby_replicas`: 0 by default, 0..16. */
 static void test_standby_replicas_setting(void)
 {
@@ -264,4 +317,7 @@ void ks_test_register_kafka_conf(void)
     CU_add_test(s, "standby placement: the next processes after the owner, never it",
                 test_standby_placement);
     CU_add_test(s, "standby_replicas: default 0, range 0..16", test_standby_replicas_setting);
+    CU_add_test(s, "one client.id carries the process and the query address",
+                test_member_client_id);
+    CU_add_test(s, "the group's view groups members by process", test_group_view_by_process);
 }

@@ -13,6 +13,9 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "http/http_get.h"
+#include "query/query_request.h"
+#include "runtime/query_tasks.h"
 #include "kstreams/testdriver.h"
 #include "unit/test_util.h"
 
@@ -641,6 +644,132 @@ static void test_hex_key_value_store(void)
     CU_ASSERT_EQUAL(query(yaml_path, "counts", "--from", "a", "--from-key", "b", NULL), 64);
 }
 
+/* ---- the query server's request parser and the client's answer parser ---- */
+
+/* Parse "a=1&b=2" (a copy split in place); 0 or -1, the reason in err. */
+static int parse_params(const char *text, ks_query_request *r, char *err, size_t errlen)
+{
+    static char buf[1024];
+    const char *names[KS_QUERY_REQUEST_MAX_PARAMS], *values[KS_QUERY_REQUEST_MAX_PARAMS];
+    size_t n = 0;
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *p = buf, *next; p && *p && n < KS_QUERY_REQUEST_MAX_PARAMS; p = next) {
+        next = strchr(p, '&');
+        if (next)
+            *next++ = '\0';
+        char *eq = strchr(p, '=');
+        if (eq)
+            *eq++ = '\0';
+        names[n] = p;
+        values[n++] = eq;
+    }
+    return ks_query_request_parse(r, names, values, n, err, errlen);
+}
+
+static void test_request_parse(void)
+{
+    ks_query_request r;
+    char err[1024];
+    CU_ASSERT_EQUAL(parse_params("store=counts&key=alice&int64=1", &r, err, sizeof err), 0);
+    CU_ASSERT_STRING_EQUAL(r.store, "counts");
+    CU_ASSERT(r.key.set && r.key.len == 5 && memcmp(r.key.data, "alice", 5) == 0);
+    CU_ASSERT(r.int64 && !r.hex && r.partition == -1);
+    ks_query_request_free(&r);
+    CU_ASSERT_EQUAL(parse_params("store=s&partition=3&from_key_hex=01ff&to_key=b&from=1000&to="
+                                 "2023-11-14T22:13:20Z", &r, err, sizeof err), 0);
+    CU_ASSERT(r.partition == 3 && r.kfrom.len == 2 && r.kfrom.data[1] == 0xff);
+    CU_ASSERT(r.tfrom == 1000 && r.tto == 1700000000000LL);
+    ks_query_request_free(&r);
+    static const struct {
+        const char *params, *reason;
+    } bad[] = {
+        {"store=s&key=a&bogus=1", "unknown parameter 'bogus'"},
+        {"store=s&key=a&key=b", "'key' given twice"},
+        {"store=s&key=a&key_hex=62", "give each key once"},
+        {"store=s&key_hex=0g", "bad value for 'key_hex'"},
+        {"store=s&key=", "bad value for 'key'"},
+        {"store=s", "add partition=P"},
+        {"key=a", "give the store"},
+        {"store=s&key=a&int64=2", "bad value for 'int64'"},
+        {"store=s&key=a&from=yesterday", "bad value for 'from'"},
+        {"store=s&partition=-1", "bad value for 'partition'"},
+        {"store=s&key=a&from_key=b", "exclude each other"},
+        {"store=s&key", "'key' needs a value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        CU_ASSERT_EQUAL(parse_params(bad[i].params, &r, err, sizeof err), -1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, bad[i].reason));
+        if (!strstr(err, bad[i].reason))
+            printf("\n  %s: %s\n", bad[i].params, err);
+        ks_query_request_free(&r);
+    }
+}
+
+static void test_reply_parse(void)
+{
+    static const char ok[] = "HTTP/1.1 307 Temporary Redirect\r\nContent-Type: x\r\n"
+                             "location:  http://127.0.0.1:1/v1/query?a=b\r\n\r\n{}";
+    ks_http_reply r;
+    CU_ASSERT_EQUAL(ks_http_parse_reply(ok, sizeof ok - 1, &r), 0);
+    CU_ASSERT_EQUAL(r.status, 307);
+    CU_ASSERT_STRING_EQUAL(r.location ? r.location : "", "http://127.0.0.1:1/v1/query?a=b");
+    CU_ASSERT(r.len == 2 && strcmp(r.body, "{}") == 0);
+    ks_http_reply_free(&r);
+    static const char *const bad[] = {"", "HTTP/1.1 200 OK\r\n", "HTTP/1.1 2x0 OK\r\n\r\n",
+                                      "SMTP 220\r\n\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CU_ASSERT_EQUAL(ks_http_parse_reply(bad[i], strlen(bad[i]), &r), -1);
+}
+
+/* What a query of a restoring task answers: the progress of the store it
+ * asks about (a task's stores replay together), else the one reported
+ * last; nothing once the task is active or gone. */
+static void test_restore_progress_per_store(void)
+{
+    ks_query_tasks *qt = ks_query_tasks_new(4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(qt);
+    ks_task task;
+    memset(&task, 0, sizeof task);
+    task.partition = 2;
+    ks_qt_status st;
+    ks_query_tasks_restoring(qt, &task);
+    CU_ASSERT_PTR_NULL(ks_query_tasks_lock(qt, 2, "counts", &st));
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_RESTORING);
+    CU_ASSERT_STRING_EQUAL(st.store, "");
+    ks_query_tasks_progress(qt, 2, "counts", 0, 500);
+    ks_query_tasks_progress(qt, 2, "hourly", 0, 700);
+    ks_query_tasks_progress(qt, 2, "counts", 1024, 5000);
+    ks_query_tasks_progress(qt, 2, "hourly", 2048, 7000);
+    ks_query_tasks_lock(qt, 2, "counts", &st);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "counts");
+    CU_ASSERT_EQUAL(st.done, 1024);
+    CU_ASSERT_EQUAL(st.total, 5000);
+    ks_query_tasks_lock(qt, 2, NULL, &st); /* no store named: the last report */
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "hourly");
+    CU_ASSERT_EQUAL(st.done, 2048);
+    ks_query_tasks_lock(qt, 2, "plain", &st); /* a store with no changelog */
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "hourly");
+    ks_query_tasks_active(qt, 2);
+    CU_ASSERT_PTR_EQUAL(ks_query_tasks_lock(qt, 2, "counts", &st), &task);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_ACTIVE);
+    ks_query_tasks_remove(qt, 2);
+    ks_query_tasks_restoring(qt, &task); /* a new restore starts empty */
+    ks_query_tasks_lock(qt, 2, "counts", &st);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_STRING_EQUAL(st.store, "");
+    ks_query_tasks_remove(qt, 2);
+    ks_query_tasks_lock(qt, 2, NULL, &st);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_ABSENT);
+    ks_query_tasks_free(qt);
+}
+
 void ks_test_register_query(void)
 {
     CU_pSuite s = CU_add_suite("query", suite_init, suite_clean);
@@ -649,6 +778,10 @@ void ks_test_register_query(void)
     CU_add_test(s, "json output", test_json);
     CU_add_test(s, "exit codes 2, 3, 64", test_errors);
     CU_add_test(s, "--key-hex, hex key ranges, --hex", test_hex_key_value_store);
+    CU_add_test(s, "query server requests: parameters, 400 reasons", test_request_parse);
+    CU_add_test(s, "--remote: HTTP answers parsed", test_reply_parse);
+    CU_add_test(s, "a restoring task answers its stores' progress",
+                test_restore_progress_per_store);
     CU_pSuite w = CU_add_suite("query-windows", wsuite_init, wsuite_clean);
     CU_add_test(w, "tumbling: one key, time ranges, all keys, key ranges", test_win_tumbling);
     CU_add_test(w, "hopping and session windows", test_win_hopping_session);

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -860,6 +861,87 @@ static void test_snapshot(void)
     fx_done(&fx);
 }
 
+/* ---- snapshots of another thread (ks_store_snap_*) ---- */
+
+typedef struct snap_read {
+    ks_store_env *env;
+    ks_store_db *db;
+    int got_a, got_c, range_n, begin_rc;
+    char a[8];
+} snap_read;
+
+static int count_entry(void *arg, ks_bytes k, ks_bytes v)
+{
+    (void)k, (void)v;
+    ((snap_read *)arg)->range_n++;
+    return 0;
+}
+
+/* What another thread (the query server's) sees while the owner's batch is
+ * open: only what was committed. */
+static void *read_in_thread(void *arg)
+{
+    snap_read *r = arg;
+    ks_store_snap *snap = NULL;
+    r->begin_rc = ks_store_snap_begin(r->env, &snap);
+    if (r->begin_rc != 0)
+        return NULL;
+    ks_bytes v;
+    r->got_a = ks_store_snap_get(snap, r->db, B("a"), &v) == 0;
+    if (r->got_a)
+        snprintf(r->a, sizeof r->a, "%.*s", (int)v.len, (const char *)v.data);
+    r->got_c = ks_store_snap_get(snap, r->db, B("c"), &v) == 0;
+    ks_store_snap_range(snap, r->db, (ks_bytes){0}, (ks_bytes){0}, count_entry, r);
+    ks_store_snap_end(snap);
+    return NULL;
+}
+
+static void test_snap_other_thread(void)
+{
+    fixture fx;
+    fx_init(&fx);
+    ks_store_env *env = open_env(fx.dir, MiB);
+    ks_store_db *db = open_db(env, "s");
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(put_s(db, "a", "1"), 0);
+    CU_ASSERT_EQUAL(put_s(db, "b", "2"), 0);
+    CU_ASSERT_EQUAL(ks_store_commit(env), 0);
+    /* the owner's next batch, open and uncommitted */
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(put_s(db, "a", "9"), 0);
+    CU_ASSERT_EQUAL(put_s(db, "c", "3"), 0);
+    snap_read r = {.env = env, .db = db};
+    pthread_t t;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, read_in_thread, &r), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(r.begin_rc, 0);
+    CU_ASSERT_TRUE(r.got_a && strcmp(r.a, "1") == 0); /* not the open batch's 9 */
+    CU_ASSERT_FALSE(r.got_c);
+    CU_ASSERT_EQUAL(r.range_n, 2);
+    CU_ASSERT_EQUAL(ks_store_commit(env), 0);
+    /* committed: the next snapshot sees it */
+    memset(&r, 0, sizeof r);
+    r.env = env;
+    r.db = db;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, read_in_thread, &r), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_TRUE(r.got_a && strcmp(r.a, "9") == 0 && r.got_c && r.range_n == 3);
+    /* a handle of another env is refused */
+    fixture fx2;
+    fx_init(&fx2);
+    ks_store_env *env2 = open_env(fx2.dir, MiB);
+    ks_store_db *db2 = open_db(env2, "s");
+    ks_store_snap *snap = NULL;
+    ks_bytes v;
+    CU_ASSERT_EQUAL(ks_store_snap_begin(env, &snap), 0);
+    CU_ASSERT_EQUAL(ks_store_snap_get(snap, db2, B("a"), &v), KS_ERR_INVALID);
+    ks_store_snap_end(snap);
+    ks_store_env_close(env2);
+    fx_done(&fx2);
+    ks_store_env_close(env);
+    fx_done(&fx);
+}
+
 void ks_test_register_store(void)
 {
     CU_pSuite s = CU_add_suite("store", NULL, NULL);
@@ -885,4 +967,5 @@ void ks_test_register_store(void)
     CU_add_test(s, "own writes and count", test_own_writes_and_count);
     CU_add_test(s, "wipe", test_wipe);
     CU_add_test(s, "read snapshot", test_snapshot);
+    CU_add_test(s, "snapshot of another thread: committed data only", test_snap_other_thread);
 }

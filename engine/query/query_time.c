@@ -3,7 +3,7 @@
  * query_time.h): epoch milliseconds and ISO-8601, without the C library's
  * time zone (the proleptic Gregorian calendar, in UTC).
  */
-#include "cli/query_time.h"
+#include "query/query_time.h"
 
 #include <stdio.h>
 #include <string.h>

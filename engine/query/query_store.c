@@ -30,14 +30,13 @@
  * reduce fold them with the plugin's functions, which a query does not
  * load: such a query is refused (use --raw).
  */
-#include "cli/query_store.h"
+#include "query/query_store.h"
 
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/query_time.h"
-#include "state/store.h"
+#include "query/query_time.h"
 
 /* ---- printing ----------------------------------------------------------- */
 
@@ -103,6 +102,19 @@ static void json_bytes(const ks_query *q, json_t *obj, const char *name, const c
     char *h = hex_string(b.data, b.len);
     json_object_set_new(obj, name_hex, h ? json_string(h) : json_null());
     free(h);
+}
+
+/* ---- reading: the owner's snapshot, or another thread's (q->snap) ---- */
+
+static int q_get(const ks_query *q, ks_store_db *db, ks_bytes k, ks_bytes *v)
+{
+    return q->snap ? ks_store_snap_get(q->snap, db, k, v) : ks_store_get(db, k, v);
+}
+
+static int q_range(const ks_query *q, ks_store_db *db, ks_bytes from, ks_bytes to, ks_range_cb cb)
+{
+    return q->snap ? ks_store_snap_range(q->snap, db, from, to, cb, (void *)q)
+                   : ks_store_range(db, from, to, cb, (void *)q);
 }
 
 /* ---- window keys ------------------------------------------------------- */
@@ -298,7 +310,7 @@ static int query_windows(ks_query *q, ks_store_db *db)
     static const unsigned char meta_key[1] = {KS_WIN_TAG_META};
     ks_bytes meta;
     q->stream_time = INT64_MIN;
-    int rc = ks_store_get(db, (ks_bytes){meta_key, 1}, &meta);
+    int rc = q_get(q, db, (ks_bytes){meta_key, 1}, &meta);
     if (rc == 0 && meta.len == 16)
         q->stream_time = ks_win_time_get(meta.data);
     else if (rc != 0 && rc != KS_ERR_NOT_FOUND)
@@ -335,8 +347,8 @@ static int query_windows(ks_query *q, ks_store_db *db)
             }
         }
     }
-    rc = ks_store_range(db, (ks_bytes){lo, nlo}, (ks_bytes){hi, nhi},
-                        q->kind == KS_WIN_SLIDING ? raw_entry : window_entry, q);
+    rc = q_range(q, db, (ks_bytes){lo, nlo}, (ks_bytes){hi, nhi},
+                 q->kind == KS_WIN_SLIDING ? raw_entry : window_entry);
     if (q->kind == KS_WIN_SLIDING && rc == 0)
         sliding_flush(q);
     q->have_cur = 0;
@@ -385,9 +397,28 @@ int ks_query_list_partitions(const char *base, int32_t **parts, size_t *count)
     return 0;
 }
 
+int ks_query_read(ks_query *q, ks_store_db *db)
+{
+    if (q->kind != KS_WIN_NONE)
+        return query_windows(q, db);
+    if (q->key) {
+        ks_bytes k = {q->key->data, q->key->len}, v;
+        int rc = q_get(q, db, k, &v);
+        if (rc == 0)
+            emit(q, k, v);
+        return rc == KS_ERR_NOT_FOUND ? 0 : rc;
+    }
+    ks_bytes from = {0}, to = {0};
+    if (q->kfrom && q->kfrom->set)
+        from = (ks_bytes){q->kfrom->data, q->kfrom->len};
+    if (q->kto && q->kto->set)
+        to = (ks_bytes){q->kto->data, q->kto->len};
+    return q_range(q, db, from, to, emit);
+}
+
 /* Read one partition (query_store.h). *missing set when the
  * partition has no environment or no such store. */
-ks_exit ks_query_partition(ks_query *q, const char *dir, int *missing, FILE *errf)
+int ks_query_partition(ks_query *q, const char *dir, int *missing, FILE *errf)
 {
     char err[1024];
     ks_store_env *env = NULL;
@@ -395,48 +426,32 @@ ks_exit ks_query_partition(ks_query *q, const char *dir, int *missing, FILE *err
     int rc = ks_store_env_open_readonly(dir, &env, err, sizeof err);
     if (rc == KS_ERR_NOT_FOUND) {
         *missing = 1;
-        return KS_EXIT_OK;
+        return 0;
     }
     if (rc != 0) {
         fprintf(errf, "kstreams query: %s\n", err);
-        return KS_EXIT_FAILURE;
+        return -1;
     }
     ks_store_db *db = NULL;
     rc = ks_store_db_open(env, q->store, &db);
-    ks_exit exit_code = KS_EXIT_OK;
+    int result = 0;
     if (rc == KS_ERR_NOT_FOUND) {
         *missing = 1;
     } else if (rc != 0) {
         fprintf(errf, "kstreams query: %s: cannot open store '%s': %s\n", dir, q->store,
                 ks_store_last_error(env));
-        exit_code = KS_EXIT_FAILURE;
+        result = -1;
     } else {
-        if (q->kind != KS_WIN_NONE) {
-            rc = query_windows(q, db);
-        } else if (q->key) {
-            ks_bytes k = {q->key->data, q->key->len}, v;
-            rc = ks_store_get(db, k, &v);
-            if (rc == 0)
-                emit(q, k, v);
-            else if (rc == KS_ERR_NOT_FOUND)
-                rc = 0;
-        } else {
-            ks_bytes from = {0}, to = {0};
-            if (q->kfrom && q->kfrom->set)
-                from = (ks_bytes){q->kfrom->data, q->kfrom->len};
-            if (q->kto && q->kto->set)
-                to = (ks_bytes){q->kto->data, q->kto->len};
-            rc = ks_store_range(db, from, to, emit, q);
-        }
+        rc = ks_query_read(q, db);
         if (rc == KS_ERR_NOMEM) {
             fprintf(errf, "kstreams query: %s: out of memory\n", dir);
-            exit_code = KS_EXIT_FAILURE;
+            result = -1;
         } else if (rc != 0) {
             fprintf(errf, "kstreams query: %s: %s\n", dir, ks_store_last_error(env));
-            exit_code = KS_EXIT_FAILURE;
+            result = -1;
         }
     }
     ks_store_read_end(env); /* let the writer reuse the snapshot's pages */
     ks_store_env_close(env);
-    return exit_code;
+    return result;
 }

@@ -1,8 +1,11 @@
 /*
- * query_store.h - the reading half of `kstreams query` (query_store.c):
- * one partition's store read read-only and printed as the query asks.
- * cmd_query.c fills a ks_query from the command line and calls
- * ks_query_partition for each partition.
+ * query_store.h - the reading half of `kstreams query` and of the query
+ * server (query_store.c): one partition's store read read-only and printed
+ * (or collected as JSON) as the query asks. cmd_query.c fills a ks_query
+ * from the command line and calls ks_query_partition for each partition
+ * of the local state directory; the engine's query server
+ * (runtime/query_server.c) fills one from a request and calls
+ * ks_query_read on a snapshot of a task it runs.
  */
 #ifndef KS_CLI_QUERY_STORE_H
 #define KS_CLI_QUERY_STORE_H
@@ -12,8 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/exit_codes.h"
 #include "kstreams/kstreams.h"
+#include "state/store.h"
 #include "window/window_core.h"
 
 /* A byte string given on the command line (text or hex); data owned by
@@ -33,6 +36,7 @@ typedef struct ks_query {
     int ms;     /* --time-format ms: window bounds as epoch ms in text */
     int single; /* --key / --key-hex: no key column (text), one object (json, unwindowed) */
     FILE *out;
+    ks_store_snap *snap; /* read through this snapshot (another thread's env), or NULL */
     json_t *array;     /* json output being built (owned) */
     int32_t partition; /* being read */
     size_t found;
@@ -65,9 +69,14 @@ int ks_query_printable(const unsigned char *p, size_t n);
 int ks_query_list_partitions(const char *base, int32_t **parts, size_t *count);
 
 /* Read store q->store of the task directory `dir` read-only and print (or,
- * in json, collect in q->array) what q selects. KS_EXIT_OK, setting
- * *missing when the partition has no environment or no such store;
- * KS_EXIT_FAILURE with the reason on errf when it cannot be read. */
-ks_exit ks_query_partition(ks_query *q, const char *dir, int *missing, FILE *errf);
+ * in json, collect in q->array) what q selects. 0, setting *missing when
+ * the partition has no environment or no such store; -1 with the reason
+ * on errf when it cannot be read. */
+int ks_query_partition(ks_query *q, const char *dir, int *missing, FILE *errf);
+
+/* Read what q selects from `db` (through q->snap when set) and print or
+ * collect it, with q->partition as the partition. 0, or a negative ks_err
+ * (KS_ERR_NOMEM when a result could not be held). */
+int ks_query_read(ks_query *q, ks_store_db *db);
 
 #endif /* KS_CLI_QUERY_STORE_H */

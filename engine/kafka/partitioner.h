@@ -1,0 +1,20 @@
+/*
+ * partitioner.h - the partition a Kafka producer with librdkafka's
+ * "murmur2_random" partitioner (the engine's, and Java's default for keyed
+ * records) picks for a key: which task holds the key's state. Used by the
+ * query server and the test driver.
+ */
+#ifndef KS_KAFKA_PARTITIONER_H
+#define KS_KAFKA_PARTITIONER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Java's org.apache.kafka.common.utils.Utils.murmur2 (seed 0x9747b28c) of
+ * len bytes, as a Java int. */
+int32_t ks_kafka_murmur2(const void *data, size_t len);
+
+/* (murmur2(key) & 0x7fffffff) % partitions, or -1 when partitions <= 0. */
+int32_t ks_kafka_partition_for(const void *key, size_t key_len, int32_t partitions);
+
+#endif /* KS_KAFKA_PARTITIONER_H */
