@@ -67,7 +67,9 @@ void ks_cache_observe(ks_cache *c, ks_bytes key)
 int ks_cache_end_batch(ks_cache *c)
 {
     c->batch++;
-    if (c->sample_updates < KS_CACHE_SAMPLE)
+    /* entries left (not flushed) would come out after the updates that
+     * bypass them: the mode changes only with the cache empty */
+    if (c->sample_updates < KS_CACHE_SAMPLE || c->count > 0)
         return -1;
     int pct = (int)(c->sample_repeats * 100 / c->sample_updates);
     int was = c->bypass;

@@ -987,6 +987,14 @@ static void test_cache_bypass(void)
     }
     CU_ASSERT(ks_cache_end_batch(c) >= KS_CACHE_RESUME_ABOVE);
     CU_ASSERT_EQUAL(c->bypass, 0);
+    /* not with an entry left: it would come out after bypassing updates */
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"left", 4}, 0, NULL), 0);
+    for (int i = 0; i < KS_CACHE_SAMPLE; i++) {
+        snprintf(k, sizeof k, "v%d", i);
+        ks_cache_observe(c, (ks_bytes){k, strlen(k)});
+    }
+    CU_ASSERT_EQUAL(ks_cache_end_batch(c), -1);
+    CU_ASSERT_EQUAL(c->bypass, 0);
     ks_cache_free(c);
 
     harness *h = &H;
