@@ -21,7 +21,7 @@
  * when fewer than KS_CACHE_BYPASS_BELOW percent of KS_CACHE_SAMPLE updates
  * repeated a key of their batch, the next batches pass every update on at
  * once (`bypass`), as without a cache, until the repeats come back above
- * KS_CACHE_RESUME_ABOVE percent. The mode changes only between batches,
+ * KS_CACHE_RESUME_ABOVE percent (observed in one batch in 8 meanwhile). The mode changes only between batches,
  * when the cache is empty.
  *
  * No Kafka, no LMDB, no task here: task_cache.c does the flushing. One
@@ -111,8 +111,8 @@ int ks_cache_mark_store(ks_cache *c, ks_bytes key, int store, const ks_bytes *va
  * reads the store). */
 void ks_cache_drop_kept(ks_cache *c, ks_bytes key, int store);
 
-/* Count an update of `key` for the fold estimate (with the cache in use or
- * standing aside). */
+/* Count an update of `key` for the fold estimate (with the cache in use;
+ * standing aside, in one batch in 8). */
 void ks_cache_observe(ks_cache *c, ks_bytes key);
 
 /* The batch ended with the cache empty (flushed, or cleared by an abort):

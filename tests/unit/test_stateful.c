@@ -981,6 +981,10 @@ static void test_cache_bypass(void)
     ks_cache_observe(c, (ks_bytes){"u0", 2}); /* another batch: no repeat */
     CU_ASSERT_EQUAL(ks_cache_end_batch(c), 0);
     CU_ASSERT_EQUAL(c->bypass, 1);
+    ks_cache_observe(c, (ks_bytes){"u0", 2}); /* standing aside: not this batch */
+    CU_ASSERT_EQUAL(c->sample_updates, 0);
+    while (c->batch & 7)
+        CU_ASSERT_EQUAL(ks_cache_end_batch(c), -1);
     for (int i = 0; i < KS_CACHE_SAMPLE; i++) {
         snprintf(k, sizeof k, "h%d", i % 10);
         ks_cache_observe(c, (ks_bytes){k, strlen(k)});
