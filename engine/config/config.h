@@ -180,8 +180,10 @@ typedef struct ks_cfg_http_limits {
 } ks_cfg_http_limits;
 
 /* The record cache of a cacheable node, per task, unless `cache_bytes:`
- * says otherwise (docs/stores.md). */
-#define KS_CACHE_DEFAULT_BYTES UINT64_C(0)
+ * says otherwise (docs/stores.md): 1 MiB, about 8 000 keys with small
+ * values, more than a cache that passes on keys untouched for 4 096
+ * updates (cache.h) usually holds. */
+#define KS_CACHE_DEFAULT_BYTES (UINT64_C(1) << 20)
 #define KS_HTTP_MAX_CONNECTIONS_LIMIT 1000 /* below the usual 1024 fds */
 
 typedef enum ks_outbox_backend {

@@ -22,6 +22,17 @@ static uint64_t hash_of(const void *key, size_t len)
     return h;
 }
 
+/* Slots of the fold estimate: about one per entry the size holds, a power
+ * of two between 1024 and 65536 (the slot index must fit in 16 bits: the
+ * batch tag takes the low 16 bits of a slot). */
+static size_t seen_slots(size_t max_bytes)
+{
+    size_t n = 1024;
+    while (n < 65536 && n * 128 < max_bytes)
+        n *= 2;
+    return n;
+}
+
 ks_cache *ks_cache_new(size_t max_bytes)
 {
     ks_cache *c = calloc(1, sizeof *c);
@@ -30,11 +41,48 @@ ks_cache *ks_cache_new(size_t max_bytes)
     c->max_bytes = max_bytes;
     c->bucket_count = 64;
     c->buckets = calloc(c->bucket_count, sizeof *c->buckets);
-    if (!c->buckets) {
+    size_t slots = seen_slots(max_bytes);
+    c->seen = calloc(slots, sizeof *c->seen);
+    c->seen_mask = slots - 1;
+    c->batch = 1; /* a zeroed slot never carries the tag of batch 1 */
+    if (!c->buckets || !c->seen) {
+        free(c->buckets);
+        free(c->seen);
         free(c);
         return NULL;
     }
     return c;
+}
+
+void ks_cache_observe(ks_cache *c, ks_bytes key)
+{
+    /* standing aside, one batch in 8 is enough to notice keys repeating
+     * again (the hash and the slot's cache miss cost ~3% of a count) */
+    if (c->bypass && (c->batch & 7))
+        return;
+    uint64_t h = hash_of(key.data, key.len);
+    uint64_t tag = (h & ~UINT64_C(0xFFFF)) | (c->batch & 0xFFFF);
+    uint64_t *slot = &c->seen[h & c->seen_mask];
+    c->sample_updates++;
+    c->sample_repeats += *slot == tag;
+    *slot = tag;
+}
+
+int ks_cache_end_batch(ks_cache *c)
+{
+    c->batch++;
+    /* entries left (not flushed) would come out after the updates that
+     * bypass them: the mode changes only with the cache empty */
+    if (c->sample_updates < KS_CACHE_SAMPLE || c->count > 0)
+        return -1;
+    int pct = (int)(c->sample_repeats * 100 / c->sample_updates);
+    int was = c->bypass;
+    if (c->bypass && pct >= KS_CACHE_RESUME_ABOVE)
+        c->bypass = 0;
+    else if (!c->bypass && pct < KS_CACHE_BYPASS_BELOW)
+        c->bypass = 1;
+    c->sample_updates = c->sample_repeats = 0;
+    return c->bypass != was ? pct : -1;
 }
 
 /* Free what the entry's record owns (value, headers), keeping the key. */
@@ -55,11 +103,20 @@ static void free_record(ks_cache_entry *e)
     r->topic = NULL;
 }
 
+static void free_kept(ks_cache_entry *e)
+{
+    if (e->kept != e->kept_small)
+        free((void *)e->kept);
+    e->kept = NULL;
+    e->kept_len = 0;
+}
+
 void ks_cache_entry_free(ks_cache_entry *e)
 {
     if (!e)
         return;
     free_record(e);
+    free_kept(e);
     free(e);
 }
 
@@ -86,6 +143,7 @@ void ks_cache_free(ks_cache *c)
         free(c->topics[i]);
     free(c->topics);
     free(c->buckets);
+    free(c->seen);
     free(c);
 }
 
@@ -152,7 +210,9 @@ static ks_cache_entry *touch(ks_cache *c, ks_bytes key, int *made)
     if (!e || e->rec.key_len != key.len || (key.len && memcmp(e->rec.key, key.data, key.len)))
         e = ks_cache_find(c, key);
     *made = !e;
+    c->seq++;
     if (e) {
+        e->seq = c->seq;
         if (c->newest != e) {
             unlink_order(c, e);
             append_order(c, e);
@@ -168,6 +228,8 @@ static ks_cache_entry *touch(ks_cache *c, ks_bytes key, int *made)
     e->rec.key_len = key.len;
     e->rec.partition = -1;
     e->rec.offset = -1;
+    e->kept_store = -1;
+    e->seq = c->seq;
     e->hash = hash_of(key.data, key.len);
     e->bytes = key.len + ENTRY_OVERHEAD;
     maybe_grow(c);
@@ -179,7 +241,50 @@ static ks_cache_entry *touch(ks_cache *c, ks_bytes key, int *made)
     return e;
 }
 
-int ks_cache_mark_store(ks_cache *c, ks_bytes key, int store)
+static size_t record_bytes(const ks_record *r);
+
+/* What entry e counts against the size. */
+static size_t entry_bytes(const ks_cache_entry *e)
+{
+    return e->rec.key_len + ENTRY_OVERHEAD + (e->has_rec ? record_bytes(&e->rec) : 0) +
+           (e->kept && e->kept != e->kept_small ? e->kept_len : 0);
+}
+
+/* Keep `value` (NULL: deleted) as the value of e's store `store`, when e
+ * keeps none or that one's (out of memory, it keeps none: passing on
+ * reads the store). */
+static void keep_value(ks_cache_entry *e, int store, const ks_bytes *value)
+{
+    if (e->kept_store >= 0 && e->kept_store != store)
+        return; /* a second store: passing on reads it */
+    free_kept(e);
+    e->kept_store = store;
+    if (!value)
+        return;
+    if (value->len <= sizeof e->kept_small) {
+        e->kept = e->kept_small;
+    } else if (!(e->kept = malloc(value->len))) {
+        e->kept_store = -1;
+        return;
+    }
+    if (value->len)
+        memcpy((void *)e->kept, value->data, value->len);
+    e->kept_len = value->len;
+}
+
+void ks_cache_drop_kept(ks_cache *c, ks_bytes key, int store)
+{
+    ks_cache_entry *e = ks_cache_find(c, key);
+    if (!e || e->kept_store != store)
+        return;
+    c->bytes -= e->bytes;
+    free_kept(e);
+    e->kept_store = -1;
+    e->bytes = entry_bytes(e);
+    c->bytes += e->bytes;
+}
+
+int ks_cache_mark_store(ks_cache *c, ks_bytes key, int store, const ks_bytes *value)
 {
     if (store < 0 || store > 31)
         return KS_ERR_INVALID;
@@ -193,6 +298,10 @@ int ks_cache_mark_store(ks_cache *c, ks_bytes key, int store)
         c->folds += !made && (e->dirty_stores & bit);
     }
     e->dirty_stores |= bit;
+    c->bytes -= e->bytes;
+    keep_value(e, store, value);
+    e->bytes = entry_bytes(e);
+    c->bytes += e->bytes;
     return 0;
 }
 
@@ -298,7 +407,7 @@ int ks_cache_put_record(ks_cache *c, const ks_record *rec)
     c->bytes -= e->bytes;
     int rc = copy_record(c, e, rec);
     e->has_rec = rc == 0;
-    e->bytes = e->rec.key_len + ENTRY_OVERHEAD + (rc == 0 ? record_bytes(&e->rec) : 0);
+    e->bytes = entry_bytes(e);
     c->bytes += e->bytes;
     return rc;
 }
@@ -317,7 +426,10 @@ ks_cache_entry *ks_cache_take_all(ks_cache *c)
 
 ks_cache_entry *ks_cache_over(const ks_cache *c)
 {
-    return c->bytes > c->max_bytes ? c->oldest : NULL;
+    const ks_cache_entry *o = c->oldest;
+    if (o && (c->bytes > c->max_bytes || c->seq - o->seq > KS_CACHE_AGE_UPDATES))
+        return c->oldest;
+    return NULL;
 }
 
 void ks_cache_take(ks_cache *c, ks_cache_entry *e)

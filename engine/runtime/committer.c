@@ -225,11 +225,13 @@ static int flush_caches(ks_committer *c)
 {
     for (int32_t p = 0; p < c->a->partitions; p++) {
         ks_task *task = c->a->tasks[p];
-        if (!task || ks_task_cache_count(task) == 0)
+        if (!task)
             continue;
-        ks_verdict v = ks_task_flush_caches(task);
-        if (v == KS_OK)
+        ks_verdict v = ks_task_cache_count(task) ? ks_task_flush_caches(task) : KS_OK;
+        if (v == KS_OK) {
+            ks_task_cache_end_batch(task);
             continue;
+        }
         char msg[700];
         const char *why = NULL;
         int rc = ks_task_batch_error(task, &why);

@@ -245,7 +245,7 @@ static int store_write(ks_store *st, ks_bytes key, const ks_bytes *value)
         rc = value ? ks_store_put(st->db, key, *value) : ks_store_del(st->db, key);
     int owed = 0;
     if (rc == 0) {
-        owed = ks_task_cache_store(task, st->ctx, (int)(st - st->ctx->stores), key);
+        owed = ks_task_cache_store(task, st->ctx, (int)(st - st->ctx->stores), key, value);
         if (owed < 0)
             rc = owed;
     }

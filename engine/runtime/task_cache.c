@@ -41,6 +41,27 @@ void ks_task_cache_clear(ks_task *task)
 {
     for (size_t i = 0; task->caches && i < task->topo->node_count; i++)
         ks_cache_clear(task->caches[i]);
+    ks_task_cache_end_batch(task);
+}
+
+void ks_task_cache_end_batch(ks_task *task)
+{
+    for (size_t i = 0; task->caches && i < task->topo->node_count; i++) {
+        ks_cache *c = task->caches[i];
+        int pct = c ? ks_cache_end_batch(c) : -1;
+        if (pct < 0)
+            continue;
+        if (c->bypass)
+            ks_info(task->where,
+                    "node '%s': %d%% of its updates repeated a key within a commit: its record "
+                    "cache stands aside, every update is passed on at once",
+                    task->topo->nodes[i].name, pct);
+        else
+            ks_info(task->where,
+                    "node '%s': %d%% of its updates repeated a key within a commit: its record "
+                    "cache folds them again",
+                    task->topo->nodes[i].name, pct);
+    }
 }
 
 size_t ks_task_cache_count(const ks_task *task)
@@ -53,7 +74,7 @@ size_t ks_task_cache_count(const ks_task *task)
 
 int ks_task_cache_on(const ks_task *task, const ks_topo_node *n)
 {
-    return task->caches && task->caches[n->index];
+    return task->caches && task->caches[n->index] && !task->caches[n->index]->bypass;
 }
 
 static void worse(ks_task *task, ks_verdict v)
@@ -81,8 +102,10 @@ static void pass_on(ks_task *task, const ks_topo_node *n, ks_cache_entry *e)
         if (!(e->dirty_stores & (UINT32_C(1) << s)) || !task->io.changelog ||
             !p->stores[idx].changelog)
             continue;
-        ks_bytes v;
-        int rc = ks_store_get(task->dbs[idx], key, &v);
+        ks_bytes v = {e->kept, e->kept_len};
+        int rc = e->kept ? 0 : KS_ERR_NOT_FOUND; /* kept: no store read */
+        if (e->kept_store != (int)s)
+            rc = ks_store_get(task->dbs[idx], key, &v);
         if (rc == 0 || rc == KS_ERR_NOT_FOUND)
             rc = task->io.changelog(task->io.arg, task, idx, key, rc == 0 ? &v : NULL);
         if (rc != 0) {
@@ -111,13 +134,22 @@ static void evict(ks_task *task, const ks_topo_node *n, ks_cache *c)
     }
 }
 
-int ks_task_cache_store(ks_task *task, struct ks_ctx *ctx, int node_store, ks_bytes key)
+int ks_task_cache_store(ks_task *task, struct ks_ctx *ctx, int node_store, ks_bytes key,
+                        const ks_bytes *value)
 {
     const ks_topo_node *n = ctx->node;
-    if (!ks_task_cache_on(task, n) || ctx->phase != KS_PHASE_PROCESS)
+    if (!task->caches || !task->caches[n->index])
         return 0;
     ks_cache *c = task->caches[n->index];
-    int rc = ks_cache_mark_store(c, key, node_store);
+    if (ctx->phase != KS_PHASE_PROCESS) {
+        /* produced at once: a value the cache kept is older now */
+        ks_cache_drop_kept(c, key, node_store);
+        return 0;
+    }
+    ks_cache_observe(c, key);
+    if (c->bypass)
+        return 0;
+    int rc = ks_cache_mark_store(c, key, node_store, value);
     if (rc != 0)
         return rc;
     ks_cache_entry *e = c->newest; /* the key just marked */

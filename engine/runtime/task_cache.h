@@ -11,9 +11,12 @@
  *    (ks_task_cache_store, from store_write in host_api.c);
  *  - its forwards (api->forward in process()) are kept, the latest per
  *    key (ks_task_cache_forward);
- *  - when the cache holds more than cache_bytes, its oldest key is passed
- *    on at once: its changelog record with the store's current value, then
- *    its latest forward through the rest of the graph.
+ *  - when the cache holds more than cache_bytes, or its oldest key has
+ *    not changed for KS_CACHE_AGE_UPDATES updates, that key is passed on
+ *    at once: its changelog record with the store's current value, then
+ *    its latest forward through the rest of the graph;
+ *  - a cache whose keys rarely repeat within a batch stands aside
+ *    (cache.h: `bypass`): its updates are produced and forwarded at once.
  * Before the batch commits, the owner calls ks_task_flush_caches: every
  * owed key is passed on the same way, in the order of its latest update,
  * inside the batch's transaction (its changelog records and outputs commit
@@ -31,16 +34,24 @@ int ks_task_cache_open(ks_task *task);
 /* Free every cache of the task (NULL-safe). */
 void ks_task_cache_free(ks_task *task);
 
-/* Drop every owed output (the batch was aborted). */
+/* Drop every owed output (the batch was aborted) and end the batch
+ * (ks_task_cache_end_batch). */
 void ks_task_cache_clear(ks_task *task);
 
-/* Store write of ctx's node: 1 when the node has a cache and the
- * changelog record of `key` in its store number `node_store` is now owed
- * (the caller produces nothing), 0 when the caller produces it at once,
- * or a negative ks_err. */
-int ks_task_cache_store(ks_task *task, struct ks_ctx *ctx, int node_store, ks_bytes key);
+/* The batch is over and every cache of the task is empty (flushed): each
+ * decides whether it stands aside in the batches that follow (logged). */
+void ks_task_cache_end_batch(ks_task *task);
 
-/* 1 when node `n` has a cache (its forwards go to ks_task_cache_forward). */
+/* Store write of ctx's node with `value` (NULL: a delete; the cache copies
+ * what it keeps): 1 when the node's cache is in use and the changelog
+ * record of `key` in its store number `node_store` is now owed (the caller
+ * produces nothing), 0 when the caller produces it at once, or a negative
+ * ks_err. */
+int ks_task_cache_store(ks_task *task, struct ks_ctx *ctx, int node_store, ks_bytes key,
+                        const ks_bytes *value);
+
+/* 1 when node `n` has a cache in use, not standing aside (its forwards go
+ * to ks_task_cache_forward). */
 int ks_task_cache_on(const ks_task *task, const ks_topo_node *n);
 
 /* Keep `rec` as the latest forward of its key from node `n`; evicts when

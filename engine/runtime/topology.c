@@ -416,8 +416,12 @@ static int resolve_processor(ks_topology *t, ks_topo_node *tn, const ks_host_api
     if ((tn->ptype->flags & KS_PROC_NEEDS_FUNCTIONS) && n->function_count == 0)
         return ks_mark_fail(err, errlen, &n->mark,
                             "node '%s': type '%s' needs `functions:`", n->name, n->type);
+    /* by default no cache in a pipeline with an outbox: a node below the
+     * cache could not hand it events (docs/stores.md) */
     if ((tn->ptype->flags & KS_PROC_CACHEABLE) && n->window.count == 0)
-        tn->cache_bytes = n->cache_set ? n->cache_bytes : KS_CACHE_DEFAULT_BYTES;
+        tn->cache_bytes = n->cache_set ? n->cache_bytes
+                          : p->outbox  ? 0
+                                       : KS_CACHE_DEFAULT_BYTES;
     else if (n->cache_set && n->cache_bytes > 0)
         return ks_mark_fail(err, errlen, &n->cache_mark,
                             "node '%s': type '%s'%s has no record cache; remove `cache_bytes` "

@@ -1892,7 +1892,10 @@ static void rp_yaml(void)
                   "  in: { topic: %s, key: string, value: json }\n"
                   "nodes:\n"
                   "  - { name: by_g, type: ops.select_key, from: in, config: { path: /g } }\n"
-                  "  - { name: per_g, type: count.count, from: by_g, store: regroup }\n"
+                  /* every update visible: the check of this topology is
+                   * exact per update (the main topology checks the cache) */
+                  "  - { name: per_g, type: count.count, from: by_g, store: regroup,"
+                  " cache_bytes: 0 }\n"
                   "sinks:\n"
                   "  - { from: per_g, topic: %s, key: string, value: int64, create: true, "
                   "partitions: %d }\n",

@@ -590,7 +590,8 @@ static void test_table_table_kill9(void)
 }
 
 /* The table-table outer join of customers with the count of their
- * orders (`join.tables`, the count a side): one output per change of
+ * orders (`join.tables`, the count a side, with `cache_bytes: 0` so that
+ * every count change reaches the join): one output per change of
  * either (every order, every customer change of the whole history: none
  * lost or twice under the crashes), and per customer the last one the
  * join of the last version with the whole count. */
@@ -664,7 +665,7 @@ static void test_count_table_kill9(void)
                   "nodes:\n"
                   "  - { name: counted, type: join, from: orders, table: order_counts,"
                   " config: { kind: left } }\n"
-                  "  - { name: order_counts, type: count, from: orders, store: oc }\n"
+                  "  - { name: order_counts, type: count, from: orders, store: oc, cache_bytes: 0 }\n"
                   "  - { name: profile, type: join.tables, from: [customers, order_counts],"
                   " config: { left: customers, right: order_counts, kind: outer } }\n"
                   "sinks:\n"

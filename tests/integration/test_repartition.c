@@ -13,7 +13,8 @@
  *   3. a second process joins mid-stream and leaves
  *   4. the repartition topic was purged: its low watermarks moved up
  * After each phase the output (read_committed) must hold, per URL, exactly
- * the counts 1, 2, ... n: no gap, no repeat; and the stores of the process
+ * the counts 1, 2, ... n: no gap, no repeat (the counts run with
+ * `cache_bytes: 0`, so every update is visible); and the stores of the process
  * that ran last (read from its LMDB files) the reference count per URL,
  * nothing else. A last case starts an
  * application whose repartition topic exists with another partition count:
@@ -81,7 +82,8 @@ static void write_pipeline(const char *yaml, const char *application, const char
                   "nodes:\n"
                   "  - { name: by_url, type: ops.select_key, from: views,"
                   " config: { path: /url } }\n"
-                  "  - { name: per_url, type: count, from: by_url, store: views-per-url%s }\n"
+                  "  - { name: per_url, type: count, from: by_url, store: views-per-url,"
+                  " cache_bytes: 0%s }\n"
                   "sinks:\n"
                   "  - { from: per_url, topic: %s, key: string, value: int64, create: true, "
                   "partitions: 4 }\n",
@@ -385,7 +387,8 @@ static void test_filter_select_key_count(void)
                   " config: { where: { path: /bytes, ge: 700 } } }\n"
                   "  - { name: by_url, type: ops.select_key, from: big,"
                   " config: { path: /url } }\n"
-                  "  - { name: per_url, type: count, from: by_url, store: big-per-url }\n"
+                  "  - { name: per_url, type: count, from: by_url, store: big-per-url,"
+                  " cache_bytes: 0 }\n"
                   "sinks:\n"
                   "  - { from: per_url, topic: %s, key: string, value: int64, create: true, "
                   "partitions: 4 }\n",

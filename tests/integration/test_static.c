@@ -7,7 +7,8 @@
  * back nor when the dead member's session would have expired. The same run
  * with dynamic members (the default) is the control: there the other
  * process is revoked. Both runs keep exactly-once: per key the
- * read_committed counts are exactly 1..n.
+ * read_committed counts are exactly 1..n (the count runs with
+ * `cache_bytes: 0`, so every update is visible).
  */
 #include <CUnit/CUnit.h>
 #include <signal.h>
@@ -61,7 +62,7 @@ static void write_yaml(char *yaml, size_t len, const char *dir, const char *who,
                   "state_dir: %s/state-%s\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
-                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 4 }\n",
                   app, it_bootstrap(), SESSION_MS, static_on ? "true" : "false", dir, who,

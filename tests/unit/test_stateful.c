@@ -851,9 +851,9 @@ static void test_cache_fold_evict(void)
     ks_record a1 = cache_rec("a", "1"), b1 = cache_rec("b", "1"), a2 = cache_rec("a", "22");
     CU_ASSERT_EQUAL(ks_cache_put_record(c, &a1), 0);
     CU_ASSERT_EQUAL(ks_cache_put_record(c, &b1), 0);
-    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"a", 1}, 0), 0);
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"a", 1}, 0, NULL), 0);
     CU_ASSERT_EQUAL(ks_cache_put_record(c, &a2), 0);
-    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"x", 1}, 32), KS_ERR_INVALID);
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"x", 1}, 32, NULL), KS_ERR_INVALID);
     CU_ASSERT_EQUAL(c->count, 2);
     CU_ASSERT_EQUAL(c->updates, 3); /* the store write of a is part of its update */
     CU_ASSERT_EQUAL(c->folds, 1);
@@ -916,6 +916,112 @@ static void test_cache_fold_evict(void)
     CU_ASSERT_EQUAL(c->bytes, 0);
     CU_ASSERT_PTR_NULL(ks_cache_find(c, (ks_bytes){"a", 1}));
     ks_cache_free(c);
+}
+
+/* An entry keeps its first store's value (so passing it on reads no
+ * store), not a second store's; a write outside the cache drops it. One
+ * untouched for KS_CACHE_AGE_UPDATES later updates is over. */
+static void test_cache_kept_and_age(void)
+{
+    ks_cache *c = ks_cache_new(1 << 20);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    ks_bytes a = {"a", 1}, small = {"12345678", 8};
+    ks_bytes big = {"a value longer than sixteen bytes", 33};
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, a, 0, &small), 0);
+    ks_cache_entry *e = ks_cache_find(c, a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(e->kept_store, 0);
+    CU_ASSERT_EQUAL(e->kept_len, 8);
+    CU_ASSERT_EQUAL(memcmp(e->kept, "12345678", 8), 0);
+    size_t before = c->bytes;
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, a, 0, &big), 0);
+    CU_ASSERT_EQUAL(e->kept_len, 33);
+    CU_ASSERT_EQUAL(memcmp(e->kept, big.data, 33), 0);
+    CU_ASSERT_EQUAL(c->bytes, before + 33); /* counted against the size */
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, a, 1, &small), 0); /* a second store */
+    CU_ASSERT_EQUAL(e->kept_store, 0);
+    CU_ASSERT_EQUAL(e->kept_len, 33);
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, a, 0, NULL), 0); /* deleted */
+    CU_ASSERT_EQUAL(e->kept_store, 0);
+    CU_ASSERT_PTR_NULL(e->kept);
+    CU_ASSERT_EQUAL(c->bytes, before);
+    ks_cache_drop_kept(c, a, 0);
+    CU_ASSERT_EQUAL(e->kept_store, -1);
+    /* age: a stays until KS_CACHE_AGE_UPDATES updates of other keys came */
+    char k[16];
+    for (int i = 0; i < KS_CACHE_AGE_UPDATES; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){k, strlen(k)}, 0, &small), 0);
+    }
+    CU_ASSERT_PTR_NULL(ks_cache_over(c));
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"z", 1}, 0, &small), 0);
+    e = ks_cache_over(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(memcmp(e->rec.key, "a", 1), 0);
+    ks_cache_take(c, e);
+    ks_cache_entry_free(e);
+    CU_ASSERT_PTR_NULL(ks_cache_over(c)); /* k0 is exactly that old: stays */
+    ks_cache_free(c);
+}
+
+/* The fold estimate: batches whose keys do not repeat make the cache
+ * stand aside; batches that repeat keys bring it back. A count whose
+ * cache stands aside passes every update on at once. */
+static void test_cache_bypass(void)
+{
+    ks_cache *c = ks_cache_new(1 << 20);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char k[16];
+    for (int i = 0; i < KS_CACHE_SAMPLE - 1; i++) {
+        snprintf(k, sizeof k, "u%d", i);
+        ks_cache_observe(c, (ks_bytes){k, strlen(k)});
+    }
+    CU_ASSERT_EQUAL(ks_cache_end_batch(c), -1); /* too few updates to decide */
+    CU_ASSERT_EQUAL(c->bypass, 0);
+    ks_cache_observe(c, (ks_bytes){"u0", 2}); /* another batch: no repeat */
+    CU_ASSERT_EQUAL(ks_cache_end_batch(c), 0);
+    CU_ASSERT_EQUAL(c->bypass, 1);
+    ks_cache_observe(c, (ks_bytes){"u0", 2}); /* standing aside: not this batch */
+    CU_ASSERT_EQUAL(c->sample_updates, 0);
+    while (c->batch & 7)
+        CU_ASSERT_EQUAL(ks_cache_end_batch(c), -1);
+    for (int i = 0; i < KS_CACHE_SAMPLE; i++) {
+        snprintf(k, sizeof k, "h%d", i % 10);
+        ks_cache_observe(c, (ks_bytes){k, strlen(k)});
+    }
+    CU_ASSERT(ks_cache_end_batch(c) >= KS_CACHE_RESUME_ABOVE);
+    CU_ASSERT_EQUAL(c->bypass, 0);
+    /* not with an entry left: it would come out after bypassing updates */
+    CU_ASSERT_EQUAL(ks_cache_mark_store(c, (ks_bytes){"left", 4}, 0, NULL), 0);
+    for (int i = 0; i < KS_CACHE_SAMPLE; i++) {
+        snprintf(k, sizeof k, "v%d", i);
+        ks_cache_observe(c, (ks_bytes){k, strlen(k)});
+    }
+    CU_ASSERT_EQUAL(ks_cache_end_batch(c), -1);
+    CU_ASSERT_EQUAL(c->bypass, 0);
+    ks_cache_free(c);
+
+    harness *h = &H;
+    H_CACHE = 1;
+    h_start(h, COUNT_CACHED_YAML);
+    H_CACHE = 0;
+    for (int i = 0; i < KS_CACHE_SAMPLE; i++) {
+        snprintf(k, sizeof k, "u%d", i);
+        CU_ASSERT_EQUAL(feed(h, k, "x"), KS_OK);
+    }
+    CU_ASSERT_EQUAL(h->nout, 0);
+    CU_ASSERT_EQUAL(ks_task_flush_caches(h->task), KS_OK);
+    CU_ASSERT_EQUAL(h->nout, KS_CACHE_SAMPLE);
+    ks_task_cache_end_batch(h->task);
+    commit(h);
+    CU_ASSERT_EQUAL(feed(h, "a", "x"), KS_OK); /* at once, as without a cache */
+    CU_ASSERT_EQUAL(feed(h, "a", "x"), KS_OK);
+    CU_ASSERT_EQUAL_FATAL(h->nout, KS_CACHE_SAMPLE + 2);
+    CU_ASSERT(out_is_count(h, KS_CACHE_SAMPLE + 1, "a", 2));
+    CU_ASSERT_EQUAL(ks_task_cache_count(h->task), 0);
+    commit(h);
+    assert_store_matches_changelog(h, store_index(h, "counts"));
+    h_stop(h);
 }
 
 /* A count with its cache: nothing leaves until the flush, then one output
@@ -1043,4 +1149,6 @@ void ks_test_register_stateful(void)
     CU_add_test(s, "record cache: fold, order, evict", test_cache_fold_evict);
     CU_add_test(s, "record cache: count flushes latest per key, abort drops", test_cache_count_flush);
     CU_add_test(s, "record cache: evicts oldest; 0 = off; not windowed", test_cache_evict_and_off);
+    CU_add_test(s, "record cache: keeps the value; passes on old keys", test_cache_kept_and_age);
+    CU_add_test(s, "record cache: stands aside when keys do not repeat", test_cache_bypass);
 }
