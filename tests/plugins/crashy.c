@@ -44,6 +44,10 @@ static int has_marker(const ks_record *rec)
 static ks_verdict stall_process(ks_ctx *ctx, void *state, const ks_record *rec)
 {
     (void)state;
+    /* forward first: its produce opens the batch's transaction at the
+     * broker (a record cache above may have produced nothing yet), so the
+     * stall outlives an open transaction */
+    int forwarded = host->forward(ctx, rec);
     int64_t ms = 0;
     if (has_marker(rec) && host->config_duration_ms(ctx, "stall_ms", &ms) == 0 && ms > 0 &&
         atomic_exchange(&stalled, 1) == 0) {
@@ -54,7 +58,7 @@ static ks_verdict stall_process(ks_ctx *ctx, void *state, const ks_record *rec)
             ;
         host->log(ctx, KS_LOG_WARN, "stall: done");
     }
-    return host->forward(ctx, rec) == 0 ? KS_OK : KS_RETRY;
+    return forwarded == 0 ? KS_OK : KS_RETRY;
 }
 
 static const ks_config_field stall_config[] = {
