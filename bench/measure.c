@@ -629,6 +629,10 @@ static int cmd_until(int argc, char **argv)
     free(tab);
     free(topics);
     return rc;
+}
+
+/* ---- count ---------------------------------------------------------------- */
+
 static int cmd_count(int argc, char **argv)
 {
     if (argc != 1)
@@ -702,12 +706,10 @@ int main(int argc, char **argv)
         rc = cmd_latency(argc, argv);
     else if (strcmp(cmd, "until") == 0)
         rc = cmd_until(argc, argv);
-    if (rc == 64)
-        fprintf(stderr, "usage: measure create|delete|wait|latency|until -b HOST:PORT ... "
     else if (strcmp(cmd, "count") == 0)
         rc = cmd_count(argc - 1, argv + 1);
     if (rc == 64)
-        fprintf(stderr, "usage: measure create|delete|wait|latency|count -b HOST:PORT ... "
+        fprintf(stderr, "usage: measure create|delete|wait|latency|until|count -b HOST:PORT ... "
                         "(see the top of bench/measure.c)\n");
     return rc;
 }
