@@ -9,8 +9,10 @@ The same work as kstreams' count node and bench/kstreams-java's Peer:
           read); every update goes to OUTPUT as key -> 8-byte big-endian
           count (kstreams' int64, Java's LongSerializer)
   window  a count per key and tumbling window of WINDOW_MS with GRACE_MS
-          of grace (Quix: tumbling_window(...).count().current(): the
-          window's count after every input record); OUTPUT key
+          of grace (Quix: tumbling_window(...).count()
+          .current(closing_strategy="partition"): the window's count after
+          every input record, windows closed by the partition's stream
+          time); OUTPUT key
           "<key>@<window start ms>" (as the Java peer writes it), value the
           8-byte big-endian count
 
@@ -69,7 +71,10 @@ def main(argv):
         sdf = sdf.apply(count, stateful=True, metadata=True)
         sdf.to_topic(dst)
     else:
-        sdf = sdf.tumbling_window(duration_ms=size_ms, grace_ms=grace_ms).count().current()
+        # "partition": stream time per partition, as Kafka Streams and
+        # kstreams keep it (Quix's default, "key", keeps one per key)
+        window = sdf.tumbling_window(duration_ms=size_ms, grace_ms=grace_ms).count()
+        sdf = window.current(closing_strategy="partition")
         sdf = sdf.apply(lambda v, key, ts, headers: {"k": f"{key}@{v['start']}", "n": v["value"]},
                         metadata=True)
         sdf.to_topic(dst, key=lambda v: v["k"])
