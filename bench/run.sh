@@ -93,7 +93,7 @@
 # (read_committed, before the latency phase) are logged and written to
 # changelog.tsv. One scenario alone, e.g. count exactly-once with the cache
 # off:  BENCH_GUARANTEES=eos BENCH_CEILING=0 BENCH_CACHE_BYTES=0 \
-#         bench/run.sh --only count --no-java
+#         bench/run.sh --only count --no-java --no-quix
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
