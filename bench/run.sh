@@ -467,8 +467,9 @@ run_one() {
 	# the input (checked before the latency phase adds more)
 	local chk=("" "" "" "" "") cres crc=0
 	if [[ $system != ceiling* ]]; then
+		# (-T counts from the process's start, t0: the run's budget + 2 min)
 		cres=$("$TOOLS/measure" until -b "$B" -t "$outs" -m count -x "$RECORDS" -n "$RECORDS" \
-			-p "$pid" -0 "$t0" -T 60 2>"$dir/check.err") || crc=$?
+			-p "$pid" -0 "$t0" -T $((TIMEOUT + 120)) 2>"$dir/check.err") || crc=$?
 		if ((crc == 1)) || [[ -z $cres ]]; then
 			log "$scenario $g $system: outputs INCOMPLETE ($(cat "$dir/check.err"))"
 			chk=("$RECORDS" "" "" "incomplete" "")
