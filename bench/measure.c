@@ -631,6 +631,8 @@ static int cmd_until(int argc, char **argv)
     return rc;
 }
 
+/* ---- count ---------------------------------------------------------------- */
+
 static int cmd_count(int argc, char **argv)
 {
     if (argc != 1)

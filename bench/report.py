@@ -4,8 +4,10 @@
     report.py RESULTS.tsv [--chart FILE.png] [--venv DIR]
 
 Reads the tab-separated results run.sh wrote, prints a Markdown table (the
-one docs/performance.md shows) and the targets of issue 9, the re-key and
-join rows (issues 17, 18, 19) with their checked outputs, and draws the
+one docs/performance.md shows, kstreams next to Kafka Streams and Quix
+Streams), what the count and window runs' outputs check found, the targets
+of issue 9, the re-key and join rows (issues 17, 18, 19) with their checked
+outputs, and draws the
 throughput chart with matplotlib. Without matplotlib it installs it into a
 virtualenv (DIR) from PyPI; failing that it tries gnuplot; failing that it
 says so and draws nothing.
@@ -24,7 +26,11 @@ SCENARIOS = [
 ]
 GUARANTEES = [("eos", "exactly-once"), ("alo", "at-least-once")]
 SYSTEMS = [("kstreams", "kstreams"), ("java", "Kafka Streams 4.1.1"),
-           ("ceiling", "ceiling (librdkafka loop)")]
+           ("quix", "Quix Streams"), ("ceiling", "ceiling (librdkafka loop)")]
+SYSNAME = dict(SYSTEMS)
+PEERS = [("java", "Kafka Streams"), ("quix", "Quix Streams")]  # the ratio rows
+# kstreams and Kafka Streams: the only systems of restore and re-key/join runs
+JVM_PAIR = SYSTEMS[:2]
 CEILING2 = "ceiling, 2 writes per record (output + changelog-like)"
 # the rows of run.sh's run_until: exactly-once, kstreams and Kafka Streams
 UNTIL = [
@@ -106,7 +112,7 @@ def table(rows, meta):
             if sc != "count":  # the ceiling runs once, on the count input
                 present = [(s, n) for s, n in present if s != "ceiling"]
                 if ("count", g, "ceiling") in rows and present:
-                    present.append(("ceiling", SYSTEMS[2][1]))
+                    present.append(("ceiling", SYSNAME["ceiling"]))
             if not present:
                 continue
             first = True
@@ -125,12 +131,13 @@ def table(rows, meta):
                            f"{r['first']:.1f} | {cpu_per_m(r):.2f} | {fmt_int(per_cpu(r))} | "
                            f"{rss_mib(r):.0f} | {lat} |")
             k = rows.get((sc, g, "kstreams"))
-            j = rows.get((sc, g, "java"))
             c = rows.get(("count", g, "ceiling"))
-            if ok(k) and ok(j):
-                out.append(f"| | | **kstreams ÷ Kafka Streams** | **{rate(k) / rate(j):.2f}×** | | "
-                           f"{cpu_per_m(k) / cpu_per_m(j):.2f}× | **{per_cpu(k) / per_cpu(j):.2f}×** | "
-                           f"{rss_mib(k) / rss_mib(j):.2f}× | |")
+            for p, pname in PEERS:
+                j = rows.get((sc, g, p))
+                if ok(k) and ok(j):
+                    out.append(f"| | | **kstreams ÷ {pname}** | **{rate(k) / rate(j):.2f}×** | | "
+                               f"{cpu_per_m(k) / cpu_per_m(j):.2f}× | "
+                               f"**{per_cpu(k) / per_cpu(j):.2f}×** | {rss_mib(k) / rss_mib(j):.2f}× | |")
             if ok(k) and ok(c):
                 out.append(f"| | | **kstreams % of ceiling** | **{100 * rate(k) / rate(c):.0f}%** | | "
                            f"| {100 * per_cpu(k) / per_cpu(c):.0f}% | | |")
@@ -146,6 +153,28 @@ def table(rows, meta):
     return "\n".join(out)
 
 
+def checks(rows):
+    """What run.sh's outputs check found for the count and window runs: the
+    latest count of every key (and window) against the input records."""
+    out = []
+    for (sc, g, s), r in rows.items():
+        if sc not in ("count", "window") or r.get("status") != "ok" or r.get("expect") is None:
+            continue
+        name = f"{sc} {dict(GUARANTEES)[g]} {SYSNAME.get(s, s)}"
+        if r.get("sum") is None:
+            out.append(f"- {name}: **outputs incomplete** (fewer counted than "
+                       f"{fmt_int(r['expect'])} input records)")
+            continue
+        verdict = ("as expected" if r["sum"] == r["expect"] else
+                   f"**{fmt_int(r['sum'] - r['expect'])} off**")
+        what = "keys" if sc == "count" else "key + window pairs"
+        out.append(f"- {name}: latest counts add up to {fmt_int(r['sum'])} of "
+                   f"{fmt_int(r['expect'])} input records ({fmt_int(r.get('keys'))} {what}, "
+                   f"{fmt_int(r.get('out'))} output records) — {verdict}")
+    return "\n".join(["Outputs checked (read_committed, from the beginning, before the latency "
+                      "phase):"] + out) if out else ""
+
+
 def ok(r):
     return r is not None and r.get("status") == "ok" and r.get("wall")
 
@@ -154,7 +183,7 @@ def restore_table(rows):
     out = ["| restore (count store, changelog -> empty state dir) | records | seconds | records/s |",
            "|---|---:|---:|---:|"]
     any_row = False
-    for s, name in SYSTEMS[:2]:
+    for s, name in JVM_PAIR:
         r = rows.get(("restore", "eos", s))
         if r and r["status"] == "ok":
             any_row = True
@@ -194,7 +223,7 @@ def until_table(rows, meta):
            "|---|---|---:|---:|---:|---:|---:|---:|---|"]
     any_row = False
     for sc, issue, name, what in UNTIL:
-        present = [(s, n) for s, n in SYSTEMS[:2] if (sc, "eos", s) in rows]
+        present = [(s, n) for s, n in JVM_PAIR if (sc, "eos", s) in rows]
         if not present:
             continue
         any_row = True
@@ -307,7 +336,7 @@ def chart_data(rows, metric=rate):
     labels, series = [], {s: [] for s, _ in SYSTEMS}
     for sc, _ in SCENARIOS:
         for g, gname in GUARANTEES:
-            if not any(ok(rows.get((sc, g, s))) for s in ("kstreams", "java")):
+            if not any(ok(rows.get((sc, g, s))) for s in ("kstreams", "java", "quix")):
                 continue
             labels.append(f"{sc}\n{gname}")
             for s, _ in SYSTEMS:
@@ -348,14 +377,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 d = json.load(sys.stdin)
 labels, names, title = d["labels"], d["names"], d["title"]
-colors = {"kstreams": "#1f77b4", "java": "#ff7f0e", "ceiling": "#7f7f7f"}
+colors = {"kstreams": "#1f77b4", "java": "#ff7f0e", "quix": "#2ca02c", "ceiling": "#7f7f7f"}
 fig, axes = plt.subplots(2, 1, figsize=(10, 8.5), dpi=110)
 panels = [(d["series"], "thousand input records / s\n(start -> last output committed)"),
           (d["per_cpu"], "thousand input records\nper CPU-second of the process")]
-w = 0.27
+names = [(s, n) for s, n in names if any(v > 0 for v in d["series"][s])]
+w = 0.8 / len(names)
 for ax, (series, ylabel) in zip(axes, panels):
     for i, (s, name) in enumerate(names):
-        xs = [x + (i - 1) * w for x in range(len(labels))]
+        xs = [x + (i - (len(names) - 1) / 2) * w for x in range(len(labels))]
         vals = series[s]
         bars = ax.bar(xs, vals, w, label=name, color=colors[s])
         for b, v in zip(bars, vals):
@@ -377,7 +407,7 @@ def gnuplot_chart(labels, series, out, title):
     if not shutil.which("gnuplot"):
         return False
     data = "\n".join(f'"{l.replace(chr(10), " ")}" {series["kstreams"][i]} {series["java"][i]} '
-                     f'{series["ceiling"][i]}' for i, l in enumerate(labels))
+                     f'{series["ceiling"][i]} {series["quix"][i]}' for i, l in enumerate(labels))
     script = f'''set terminal png size 1100,550
 set output "{out}"
 set title "{title}"
@@ -385,7 +415,9 @@ set style data histograms
 set style fill solid
 set ylabel "thousand records/s"
 set xtics rotate by -20
-plot "-" using 2:xtic(1) title "kstreams", "-" using 3 title "Kafka Streams", "-" using 4 title "ceiling"
+plot "-" using 2:xtic(1) title "kstreams", "-" using 3 title "Kafka Streams", "-" using 4 title "ceiling", "-" using 5 title "Quix Streams"
+{data}
+e
 {data}
 e
 {data}
@@ -403,6 +435,9 @@ def main():
     ap.add_argument("--venv", default="/tmp/kstreams-bench-venv")
     a = ap.parse_args()
     rows, meta = load(a.results)
+    if meta.get("quix_version"):
+        SYSNAME["quix"] = f"Quix Streams {meta['quix_version']}"
+        SYSTEMS[2] = ("quix", SYSNAME["quix"])
     print(f"Run: {meta.get('records', '?')} records, {meta.get('keys', '?')} keys, "
           f"{meta.get('value_bytes', '?')}-byte values, skew {meta.get('skew', '?')}, "
           f"{meta.get('partitions', '?')} partitions, commit interval {meta.get('commit_ms', '?')} ms; "
@@ -414,6 +449,10 @@ def main():
     if main_rows:
         print(table(rows, meta))
         print()
+        ch = checks(rows)
+        if ch:
+            print(ch)
+            print()
     rt = restore_table(rows)
     if rt:
         print(rt)

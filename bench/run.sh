@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# bench/run.sh - the kstreams benchmark: kstreams vs Kafka Streams 4.1.1 vs a
-# plain librdkafka loop (the ceiling), on one local broker, in one command.
+# bench/run.sh - the kstreams benchmark: kstreams vs Kafka Streams 4.1.1 vs
+# Quix Streams (count and window only) vs a plain librdkafka loop (the
+# ceiling), on one local broker, in one command.
 #
 #   bench/run.sh [--quick] [--only "stateless stateless-yaml count window restore swap"]
-#                [--no-java] [--keep-broker] [--chart FILE]
+#                [--no-java] [--no-quix] [--keep-broker] [--chart FILE]
 #   BENCH_SCENARIOS="rekey join sjoin fk" bench/run.sh   (the same as --only)
 #
 # Scenarios: stateless, stateless-yaml, count, window, restore, swap (the default set) and
@@ -33,6 +34,15 @@
 # stateless runs the C plugin examples/orders (orders.route); stateless-yaml
 # the same work in YAML only with the shipped ops plugin (ops.filter drops
 # test orders, ops.map reshapes, ops.branch routes refunds and purchases).
+# Quix Streams (bench/quix/peer.py, PyPI quixstreams BENCH_QUIX_VERSION, in a
+# virtualenv $BENCH_BUILD/quix-venv made on first use; python3-venv is
+# apt-get installed when python3 has no venv module) runs count and window
+# with the same input, guarantee, commit interval and measurement; no
+# restore, swap, re-key or join runs. --no-quix leaves it out.
+# After each count and window run (not the ceiling's), before the latency
+# phase, bench/measure until -m count reads the outputs from the beginning
+# (read_committed) and checks that the latest count of every key (count) or
+# key and window (window) adds up to RECORDS: the table's "outputs checked".
 # Restore: a second kstreams (and Kafka Streams) process of the count
 # exactly-once application with an empty state directory replays the
 # changelog the first one wrote; the rate comes from their restore logs.
@@ -45,7 +55,8 @@
 # BENCH_SCENARIOS (the scenarios to run, as --only; default
 # "stateless stateless-yaml count window restore swap"), BENCH_TABLE_KEYS (100000: the
 # customers of the join scenario), BENCH_JOIN_WINDOW_S (300) and
-# BENCH_JOIN_GRACE_S (60): the stream-stream join's window.
+# BENCH_JOIN_GRACE_S (60): the stream-stream join's window,
+# BENCH_QUIX_VERSION (3.28.1): the quixstreams release the venv gets.
 #
 # The re-key and join scenarios (exactly-once, kstreams next to Kafka
 # Streams, no ceiling and no latency phase) work across internal topics
@@ -82,7 +93,7 @@
 # (read_committed, before the latency phase) are logged and written to
 # changelog.tsv. One scenario alone, e.g. count exactly-once with the cache
 # off:  BENCH_GUARANTEES=eos BENCH_CEILING=0 BENCH_CACHE_BYTES=0 \
-#         bench/run.sh --only count --no-java
+#         bench/run.sh --only count --no-java --no-quix
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -111,6 +122,8 @@ TABLE_KEYS=${BENCH_TABLE_KEYS:-100000}
 JOIN_WINDOW_S=${BENCH_JOIN_WINDOW_S:-300}
 JOIN_GRACE_S=${BENCH_JOIN_GRACE_S:-60}
 JAVA=1
+QUIX=1
+QUIX_VERSION=${BENCH_QUIX_VERSION:-3.28.1}
 KEEP_BROKER=0
 
 while (($#)); do
@@ -118,6 +131,7 @@ while (($#)); do
 	--quick) RECORDS=100000 LAT_SECONDS=3 ;;
 	--only) ONLY=$2; shift ;;
 	--no-java) JAVA=0 ;;
+	--no-quix) QUIX=0 ;;
 	--keep-broker) KEEP_BROKER=1 ;;
 	--chart) CHART=$2; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -131,6 +145,7 @@ OUT=$BUILD/bench-out
 TOOLS=$BUILD/bench
 KSTREAMS=$BUILD/engine/kstreams
 JAR_DIR=$BUILD/kstreams-java
+QUIX_VENV=$BUILD/quix-venv
 RUN=$(date +%H%M%S)
 RESULTS=$OUT/results.tsv
 STARTED_BROKER=0
@@ -166,6 +181,33 @@ build() {
 				JAVA=0
 			fi
 		fi
+	fi
+	((QUIX)) && quix_setup
+	return 0
+}
+
+# quix_setup: the Quix Streams peer's virtualenv (never a system-wide pip
+# install); python3-venv from apt when python3 cannot make one. QUIX=0 when
+# that fails.
+quix_setup() {
+	local py=$QUIX_VENV/bin/python3 log=$OUT/quix-setup.log sudo=
+	if [[ -x $py ]] && "$py" -c "import quixstreams, sys
+sys.exit(quixstreams.__version__ != '$QUIX_VERSION')" 2>/dev/null; then
+		return 0
+	fi
+	log "installing quixstreams $QUIX_VERSION into $QUIX_VENV"
+	if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
+		[[ $(id -u) -eq 0 ]] || sudo=sudo
+		log "python3 has no venv module: apt-get install python3-venv"
+		{ $sudo apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq python3-venv; } >"$log" 2>&1 ||
+			{ log "apt-get failed ($log): running without the Quix Streams peer"; QUIX=0; return 0; }
+	fi
+	rm -rf "$QUIX_VENV"
+	if ! { python3 -m venv "$QUIX_VENV" && "$py" -m pip install -q "quixstreams==$QUIX_VERSION"; } \
+		>>"$log" 2>&1; then
+		log "pip failed ($log): running without the Quix Streams peer"
+		QUIX=0
 	fi
 }
 
@@ -353,7 +395,7 @@ stop_pid() {
 
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
-# run_one SCENARIO GUARANTEE(eos|alo) SYSTEM(kstreams|java|ceiling|ceiling2)
+# run_one SCENARIO GUARANTEE(eos|alo) SYSTEM(kstreams|java|quix|ceiling|ceiling2)
 run_one() {
 	local scenario=$1 g=$2 system=$3
 	local id=$RUN-$scenario-$g-$system
@@ -386,6 +428,10 @@ run_one() {
 			"$mode" "$B" "$app" "$in" "$out" "$g" "$dir/state" "$COMMIT_MS"
 			"$WINDOW_SIZE_MS" "$WINDOW_GRACE_MS")
 		;;
+	quix)
+		cmd=("$QUIX_VENV/bin/python3" "$ROOT/bench/quix/peer.py" "$scenario" "$B" "$app" "$in"
+			"$out" "$g" "$dir/state" "$COMMIT_MS" "$WINDOW_SIZE_MS" "$WINDOW_GRACE_MS")
+		;;
 	ceiling | ceiling2)
 		local flag=-e
 		[[ $g == alo ]] && flag=-a
@@ -417,6 +463,23 @@ run_one() {
 			"$(field records "$cl")" >>"$OUT/changelog.tsv"
 	fi
 
+	# the outputs: the latest count of every key (and window) adds up to
+	# the input (checked before the latency phase adds more)
+	local chk=("" "" "" "" "") cres crc=0
+	if [[ $system != ceiling* ]]; then
+		# (-T counts from the process's start, t0: the run's budget + 2 min)
+		cres=$("$TOOLS/measure" until -b "$B" -t "$outs" -m count -x "$RECORDS" -n "$RECORDS" \
+			-p "$pid" -0 "$t0" -T $((TIMEOUT + 120)) 2>"$dir/check.err") || crc=$?
+		if ((crc == 1)) || [[ -z $cres ]]; then
+			log "$scenario $g $system: outputs INCOMPLETE ($(cat "$dir/check.err"))"
+			chk=("$RECORDS" "" "" "incomplete" "")
+		else
+			log "$scenario $g $system: outputs $cres"
+			chk=("$RECORDS" "$(field out "$cres")" "$(field keys "$cres")" "$(field sum "$cres")"
+				"$(field extra "$cres")")
+		fi
+	fi
+
 	# latency: steady input while the processor is caught up
 	local lat ready=$dir/latency.ready lpid n=$((LAT_RATE * LAT_SECONDS))
 	rm -f "$ready"
@@ -434,11 +497,13 @@ run_one() {
 	log "$scenario $g $system: $lat"
 	stop_pid "$pid"
 
-	printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scenario" "$g" \
+	printf '%s\t%s\t%s\tok\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t' "$scenario" "$g" \
 		"$system" "$(field records "$res")" "$(field wall_s "$res")" "$(field first_s "$res")" \
 		"$(field cpu_s "$res")" "$(field rss_kb "$res")" "$(field n "$lat")" \
 		"$(field p50_ms "$lat")" "$(field p99_ms "$lat")" "$(field max_ms "$lat")" \
 		"$(field gap_ms "$lat")" >>"$RESULTS"
+	# prep (empty), then the outputs check: expect out keys sum extra
+	printf '\t%s\t%s\t%s\t%s\t%s\n' "${chk[@]}" >>"$RESULTS"
 }
 
 # ---- re-key and joins -------------------------------------------------------------
@@ -648,7 +713,7 @@ broker_start
 : >"$RESULTS"
 {
 	echo "# run $RUN $(date -u +%FT%TZ)"
-	echo "# table_keys=$TABLE_KEYS join_window_s=$JOIN_WINDOW_S join_grace_s=$JOIN_GRACE_S scenarios=${ONLY// /,}"
+	echo "# table_keys=$TABLE_KEYS join_window_s=$JOIN_WINDOW_S join_grace_s=$JOIN_GRACE_S scenarios=${ONLY// /,}$( ((QUIX)) && echo " quix_version=$QUIX_VERSION")"
 	echo "# records=$RECORDS keys=$KEYS value_bytes=$VALUE_BYTES skew=$SKEW partitions=$PARTITIONS commit_ms=$COMMIT_MS latency_rate=$LAT_RATE latency_seconds=$LAT_SECONDS"
 	echo "# nproc=$(nproc) mem=$(free -m | awk '/^Mem:/ {print $2 " MiB"}') cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 	echo "# load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -679,6 +744,7 @@ if want count; then
 	for g in $GUARANTEES; do
 		run_one count "$g" kstreams
 		((JAVA)) && run_one count "$g" java
+		((QUIX)) && run_one count "$g" quix
 	done
 fi
 # the ceiling, on the count input (the same record sizes as every scenario)
@@ -694,6 +760,7 @@ if want window; then
 	for g in $GUARANTEES; do
 		((WINDOWS)) && run_one window "$g" kstreams
 		((JAVA)) && run_one window "$g" java
+		((QUIX)) && run_one window "$g" quix
 	done
 fi
 # the re-key and join rows: kstreams, then Kafka Streams on the same input
