@@ -58,7 +58,7 @@ static void write_yaml(char *yaml, size_t len, const char *dir, const char *who,
                   "state_dir: %s/state-%s\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
-                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts }\n"
+                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts, cache_bytes: 0 }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true, partitions: 4 }\n",
                   app, it_bootstrap(), SESSION_MS, port, qport, dir, who, KS_TEST_BUILDDIR, in, out);
