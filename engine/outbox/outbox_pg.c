@@ -3,7 +3,9 @@
  *
  * One batch at a time, like the LMDB dispatcher: claim (one UPDATE, the
  * rows move PENDING -> DISPATCHING and attempts grows), choose each row's
- * partition (murmur2 of the key, as Kafka's Java client does) and record
+ * partition (murmur2 of the key, as Kafka's Java client does; or, with
+ * max_users_per_partition, the aggregate's slot from ks_user_partitions,
+ * the topic grown to hold it: outbox_pg_assign.h) and record
  * it with the partition's end offset ("probe_from") in the row, produce,
  * wait for every delivery report, then complete each row with a
  * compare-and-set on (event_id, DISPATCHING, attempts). A row that stays
