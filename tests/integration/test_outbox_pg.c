@@ -24,7 +24,8 @@
  *   7. sequential partition assignment in PostgreSQL: two processes, 60
  *      users, max_users_per_partition 10: each user's events in one
  *      partition, 10 users in each of 6, the topic grown from 1 to 6,
- *      ks_user_partitions equal to what was published
+ *      ks_user_partitions equal to what was published; at the SQL level,
+ *      a second caller waits for the first one's lock and numbers after it
  */
 #include <CUnit/CUnit.h>
 #include <libpq-fe.h>
@@ -557,10 +558,44 @@ static int user_of(const it_msg *m)
     return h ? atoi(h + strlen("ks.user=user-")) : -1;
 }
 
+/* ks_assign_partitions() while another transaction holds the topic's lock:
+ * the second caller waits, then keeps the first one's users where they are
+ * and numbers its new ones after them. */
+static void assign_waits_for_lock(void)
+{
+    PGconn *db2 = PQconnectdb(pg_dsn());
+    CU_ASSERT_FATAL(PQstatus(db2) == CONNECTION_OK);
+    CU_ASSERT(ok("BEGIN"));
+    PGresult *r = q("SELECT count(*) FROM ks_assign_partitions('lock-t', ARRAY(SELECT 'u' || g "
+                    "FROM generate_series(0, 14) g), 10)",
+                    0, NULL);
+    CU_ASSERT(r && atoi(PQgetvalue(r, 0, 0)) == 15);
+    PQclear(r);
+    /* u10..u14 are the first caller's (not yet committed), u15..u29 new */
+    CU_ASSERT(PQsendQuery(db2, "SELECT string_agg(user_id || ':' || kafka_partition, ',' ORDER "
+                               "BY length(user_id), user_id) FROM ks_assign_partitions('lock-t', "
+                               "ARRAY(SELECT 'u' || g FROM generate_series(29, 10, -1) g), 10)"));
+    it_sleep_ms(500);
+    CU_ASSERT(PQconsumeInput(db2));
+    CU_ASSERT(PQisBusy(db2)); /* waiting for the lock */
+    CU_ASSERT(ok("COMMIT"));
+    r = PQgetResult(db2);
+    const char *got = r && PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "";
+    printf("\n  second caller after the lock: %.60s...", got);
+    /* the new users in the second caller's array order: u29 first */
+    CU_ASSERT_STRING_EQUAL(got, "u10:1,u11:1,u12:1,u13:1,u14:1,u15:2,u16:2,u17:2,u18:2,u19:2,"
+                                "u20:2,u21:2,u22:2,u23:2,u24:2,u25:1,u26:1,u27:1,u28:1,u29:1");
+    PQclear(r);
+    while ((r = PQgetResult(db2)))
+        PQclear(r);
+    PQfinish(db2);
+}
+
 static void test_sequential_assignment(void)
 {
     enum { USERS = 60, PER_USER = 5, MAX_USERS = 10, PARTS = USERS / MAX_USERS };
     CU_ASSERT_FATAL(fresh_schema() == 0);
+    assign_waits_for_lock();
     char topic[128];
     it_unique(topic, sizeof topic, "pg-seq");
     CU_ASSERT_FATAL(make_topic(topic, 1) == 0);
