@@ -1,7 +1,7 @@
 /*
  * cmd_outbox_schema.c - `kstreams outbox-schema`: print the SQL of the
- * PostgreSQL outbox and mailbox ledger (sql/outbox_pg_001.sql and
- * outbox_pg_002.sql, compiled in).
+ * PostgreSQL outbox, mailbox ledger and user -> partition map
+ * (sql/outbox_pg_001.sql to outbox_pg_003.sql, compiled in).
  */
 #include "cli/cli_args.h"
 #include "cli/commands.h"
@@ -9,9 +9,10 @@
 
 const char ks_cmd_outbox_schema_help[] =
     "Print the SQL schema of the PostgreSQL outbox and mailbox (the migration\n"
-    "files installed as PREFIX/share/kstreams/sql/outbox_pg_001.sql and\n"
-    "outbox_pg_002.sql): the table, the trigger enforcing the status\n"
-    "transitions, ks_outbox_release(); the mailbox's ledger table.\n"
+    "files installed as PREFIX/share/kstreams/sql/outbox_pg_001.sql,\n"
+    "outbox_pg_002.sql and outbox_pg_003.sql): the table, the trigger\n"
+    "enforcing the status transitions, ks_outbox_release(); the mailbox's\n"
+    "ledger table; the user -> partition map and ks_assign_partitions().\n"
     "exit codes: 0 ok, 64 usage\n";
 
 ks_exit ks_cmd_outbox_schema(int argc, char **argv, FILE *out, FILE *err)

@@ -204,7 +204,7 @@ typedef struct ks_cfg_outbox {
     char *listen; /* host:port; default 127.0.0.1:8470                  */
     char *token;  /* Bearer token; required when listen is not loopback */
     char *results_topic; /* mailbox results; NULL: <application>-outbox-results */
-    int64_t max_users_per_partition; /* default 100                    */
+    int64_t max_users_per_partition; /* default 100; postgres: 0 (off) */
     int64_t stale_after_ms;          /* default 30s                    */
     int64_t max_attempts;            /* retry: { max_attempts }; 5     */
     int64_t max_event_bytes;         /* request body limit; 64 KiB     */

@@ -31,8 +31,7 @@ static const char *const OUTBOX_KEYS[O_N] = {
 /* The keys that only the embedded (LMDB/HTTP) backend reads, and the ones
  * only postgres reads: a key of the other backend is a mistake to report. */
 static const int OUTBOX_LMDB_ONLY[] = {O_LISTEN, O_TOKEN, O_MAX_BYTES, O_RESULTS,
-                                       O_MAX_CONN, O_IDLE, O_DEADLINE, O_MAX_USERS,
-                                       O_RECOVER};
+                                       O_MAX_CONN, O_IDLE, O_DEADLINE, O_RECOVER};
 static const int OUTBOX_PG_ONLY[] = {O_DSN, O_DSN_ENV, O_TABLE, O_POLL};
 
 /* [A-Za-z_][A-Za-z0-9_]*, at most 63 bytes: a PostgreSQL identifier that
@@ -78,6 +77,7 @@ static int parse_outbox_backend(pctx *c, const fields *f, const ks_ynode *v, ks_
     if (!pg)
         return 0;
     o->poll_interval_ms = 1000;
+    o->max_users_per_partition = 0; /* no key: murmur2 partitions, no assignment */
     if (f->val[O_DSN] && want_string(c, f->key[O_DSN], f->val[O_DSN], &o->dsn) != 0)
         return -1;
 #ifdef KS_HAVE_POSTGRES

@@ -3,7 +3,9 @@
  *
  * One batch at a time, like the LMDB dispatcher: claim (one UPDATE, the
  * rows move PENDING -> DISPATCHING and attempts grows), choose each row's
- * partition (murmur2 of the key, as Kafka's Java client does) and record
+ * partition (murmur2 of the key, as Kafka's Java client does; or, with
+ * max_users_per_partition, the aggregate's slot from ks_user_partitions,
+ * the topic grown to hold it: outbox_pg_assign.h) and record
  * it with the partition's end offset ("probe_from") in the row, produce,
  * wait for every delivery report, then complete each row with a
  * compare-and-set on (event_id, DISPATCHING, attempts). A row that stays
@@ -34,6 +36,7 @@
 #include "kafka/kafka.h"
 #include "outbox/kafka_probe.h"
 #include "base/log.h"
+#include "outbox/outbox_pg_assign.h"
 #include "outbox/outbox_pg_sql.h"
 #include "base/clock.h"
 
@@ -57,6 +60,7 @@ struct ks_pg_dispatcher {
     ks_metrics *metrics;
     int64_t metrics_ms;
     ks_pg_sql sql;
+    ks_pg_assign *assign; /* sequential assignment; NULL: murmur2 */
 };
 
 typedef struct row {
@@ -336,6 +340,33 @@ static int claim(ks_pg_dispatcher *d, row **out, int *nout)
     return n && !rows ? -1 : 0;
 }
 
+/* Sequential assignment: each good row's partition from the user map
+ * (outbox_pg_assign.h), the topic grown as needed. 0, -1 Kafka, -2
+ * PostgreSQL (logged). */
+static int assign_rows(ks_pg_dispatcher *d, row *rows, int n)
+{
+    const char **topics = calloc((size_t)n + 1, sizeof *topics),
+               **users = calloc((size_t)n + 1, sizeof *users);
+    int32_t *parts = calloc((size_t)n + 1, sizeof *parts);
+    int m = 0, rc = topics && users && parts ? 0 : -2;
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (!rows[i].bad) {
+            topics[m] = rows[i].topic;
+            users[m++] = rows[i].aggregate;
+        }
+    char err[1024] = "out of memory";
+    if (rc == 0)
+        rc = ks_pg_assign_partitions(d->assign, d->conn, d->prod, topics, users, m, parts, err,
+                                     sizeof err);
+    if (rc)
+        ks_warn(WHERE, "%s", err);
+    for (int i = 0, k = 0; rc == 0 && i < n; i++)
+        if (!rows[i].bad)
+            rows[i].partition = parts[k++];
+    free(topics), free(users), free(parts);
+    return rc;
+}
+
 /* Choose partitions and write them with their probe_from to the rows
  * before anything is produced. 0; -1 Kafka did not answer, -2 PostgreSQL
  * did not (nothing was produced either way). */
@@ -347,6 +378,8 @@ static int plan(ks_pg_dispatcher *d, row *rows, int n)
          *froms = malloc((size_t)n * 22 + 4), *atts = malloc((size_t)n * 12 + 4);
     size_t li = 0, lp = 0, lf = 0, la = 0;
     int rc = ids && parts && froms && atts ? 0 : -1;
+    if (rc == 0 && d->assign)
+        rc = assign_rows(d, rows, n);
     if (rc == 0)
         ids[li++] = parts[lp++] = froms[lf++] = atts[la++] = '{';
     for (int i = 0; rc == 0 && i < n; i++) {
@@ -368,7 +401,8 @@ static int plan(ks_pg_dispatcher *d, row *rows, int n)
         w->count = count;
         const void *k = w->key ? (const void *)w->key : w->aggregate;
         size_t kl = w->key ? w->key_len : strlen(w->aggregate);
-        w->partition = rd_kafka_msg_partitioner_murmur2(NULL, k, kl, count, NULL, NULL);
+        if (!d->assign)
+            w->partition = rd_kafka_msg_partitioner_murmur2(NULL, k, kl, count, NULL, NULL);
         int64_t lo, hi = -1;
         for (int j = 0; j < i && hi < 0; j++)
             if (!rows[j].bad && rows[j].partition == w->partition &&
@@ -622,13 +656,19 @@ int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_me
     d->cfg = cfg;
     d->metrics = metrics;
     ks_pg_sql_build(&d->sql, cfg->table);
-    int rc = make_clients(d, err, errlen);
+    int rc = 0;
+    if (cfg->max_users_per_partition > 0 &&
+        !(d->assign = ks_pg_assign_new((int)cfg->max_users_per_partition)))
+        rc = KS_ERR_NOMEM;
+    if (rc == 0)
+        rc = make_clients(d, err, errlen);
     if (rc == 0 && pthread_create(&d->thread, NULL, run, d) != 0) {
         snprintf(err, errlen, "outbox dispatcher: cannot start a thread");
         rc = KS_ERR_NOMEM;
     }
     if (rc) {
         ks_outbox_kafka_clients_free(d->prod, d->probe, 0);
+        ks_pg_assign_free(d->assign);
         free(d->dsn);
         free(d);
         return rc;
@@ -649,6 +689,7 @@ void ks_pg_dispatcher_stop(ks_pg_dispatcher *d)
     ks_info(WHERE, "stopped after publishing %ld events (%ld requeued, %ld FAILURE, probe: "
                    "%ld found, %ld absent)",
             d->published, d->requeued, d->failed, d->probe_found, d->probe_absent);
+    ks_pg_assign_free(d->assign);
     free(d->dsn);
     free(d);
 }

@@ -6,9 +6,11 @@
  * several processes share one table), publishes them to Kafka and
  * completes them (PUBLISHED; PENDING to retry; FAILURE after
  * retry.max_attempts). Stale DISPATCHING rows are decided by probing their
- * partition for the ks.event_id header (kafka_probe.h).
+ * partition for the ks.event_id header (kafka_probe.h). A row's partition
+ * is the murmur2 of its key, or, with max_users_per_partition, its
+ * aggregate's sequential slot kept in PostgreSQL (outbox_pg_assign.h).
  *
- * The schema (sql/outbox_pg_001.sql) is compiled in whatever the build;
+ * The schema (sql/outbox_pg_00*.sql) is compiled in whatever the build;
  * the dispatcher exists only when configure found libpq (KS_HAVE_POSTGRES).
  */
 #ifndef KS_OUTBOX_PG_H
@@ -19,7 +21,7 @@
 #include "config/config.h"
 #include "http/metrics.h"
 
-/* The text of sql/outbox_pg_001.sql, a blank line, sql/outbox_pg_002.sql. */
+/* The text of sql/outbox_pg_001.sql, 002 and 003, a blank line between. */
 extern const char ks_outbox_pg_schema[];
 
 typedef struct ks_pg_dispatcher ks_pg_dispatcher;

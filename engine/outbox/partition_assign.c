@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kafka/kafka.h"
+#include "kafka/topic_grow.h"
 #include "kafka/topics.h"
 #include "base/log.h"
 
@@ -293,64 +294,7 @@ int ks_assigner_sync(ks_assigner *a, char *err, size_t errlen)
 
 int ks_assigner_grow(ks_assigner *a, int32_t count, char *err, size_t errlen)
 {
-    int n = ks_kafka_partition_count(a->prod, a->topic, 5000, err, errlen);
-    if (n < 0)
-        return KS_ERR_IO;
-    if (n >= count) {
-        a->count = n;
-        return 0;
-    }
-    char why[512];
-    rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(a->topic, (size_t)count, why,
-                                                              sizeof why);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(a->prod);
-    rd_kafka_AdminOptions_t *opt =
-        rd_kafka_AdminOptions_new(a->prod, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS);
-    rd_kafka_AdminOptions_set_operation_timeout(opt, 30000, why, sizeof why);
-    rd_kafka_CreatePartitions(a->prod, &np, 1, opt, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 60000);
-    int rc = KS_ERR_IO;
-    if (!ev) {
-        snprintf(err, errlen, "growing %s to %d partitions: no answer", a->topic, count);
-    } else if (rd_kafka_event_error(ev)) {
-        snprintf(err, errlen, "growing %s to %d partitions: %s", a->topic, count,
-                 rd_kafka_event_error_string(ev));
-    } else {
-        size_t cnt;
-        const rd_kafka_topic_result_t **tr = rd_kafka_CreatePartitions_result_topics(
-            rd_kafka_event_CreatePartitions_result(ev), &cnt);
-        rd_kafka_resp_err_t te = cnt ? rd_kafka_topic_result_error(tr[0]) : 0;
-        /* INVALID_PARTITIONS: another instance grew it first */
-        if (!te || te == RD_KAFKA_RESP_ERR_INVALID_PARTITIONS)
-            rc = 0;
-        else
-            snprintf(err, errlen, "growing %s to %d partitions: %s", a->topic, count,
-                     rd_kafka_topic_result_error_string(tr[0]));
-    }
-    if (ev)
-        rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(opt);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_NewPartitions_destroy(np);
-    /* wait until the producer's metadata shows them: producing to a
-     * partition it does not know fails at once */
-    for (int i = 0; rc == 0 && i < 100; i++) {
-        n = ks_kafka_partition_count(a->prod, a->topic, 5000, err, errlen);
-        if (n >= count) {
-            if (a->count < n)
-                ks_info("outbox", "topic %s grown from %d to %d partitions", a->topic,
-                        (int)a->count, n);
-            a->count = n;
-            return 0;
-        }
-        rd_kafka_poll(a->prod, 100);
-    }
-    if (rc == 0) {
-        snprintf(err, errlen, "%s: %d partitions requested, metadata still shows %d",
-                 a->topic, count, n);
-        rc = KS_ERR_IO;
-    }
-    return rc;
+    return ks_topic_grow(a->prod, a->topic, count, &a->count, err, errlen) ? KS_ERR_IO : 0;
 }
 
 /* Append one claim per user; wait for every delivery. */

@@ -21,6 +21,11 @@
  *      kstreams reconnects, 0 lost, 0 published twice
  *   6. Kafka stopped while the application keeps inserting: the rows wait
  *      PENDING, then all are published once when Kafka is back
+ *   7. sequential partition assignment in PostgreSQL: two processes, 60
+ *      users, max_users_per_partition 10: each user's events in one
+ *      partition, 10 users in each of 6, the topic grown from 1 to 6,
+ *      ks_user_partitions equal to what was published; at the SQL level,
+ *      a second caller waits for the first one's lock and numbers after it
  */
 #include <CUnit/CUnit.h>
 #include <libpq-fe.h>
@@ -30,6 +35,7 @@
 #include <unistd.h>
 
 #include "itest.h"
+#include "kafka/kafka.h"
 #include "outbox/outbox_status.h"
 
 static char dir[256];
@@ -87,7 +93,8 @@ static int fresh_schema(void)
     if (f)
         pclose(f);
     sql[n] = '\0';
-    if (!ok("DROP TABLE IF EXISTS ks_outbox, ks_outbox_schema, orders CASCADE"))
+    if (!ok("DROP TABLE IF EXISTS ks_outbox, ks_outbox_schema, orders, ks_user_partitions, "
+            "ks_user_partition_counts CASCADE"))
         return -1;
     PGresult *r = PQexec(db, sql); /* several statements: the simple protocol */
     int good = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
@@ -104,7 +111,9 @@ typedef struct eng {
     char app[128], topic[128], yaml[512], log[512];
 } eng;
 
-static void eng_init(eng *e, const char *tag, const char *topic, const char *extra)
+/* extra: more kafka properties; ob_extra: more outbox keys (a line each) */
+static void eng_init(eng *e, const char *tag, const char *topic, const char *extra,
+                     const char *ob_extra)
 {
     if (!e->app[0]) /* else the application of another instance */
         it_unique(e->app, sizeof e->app, "obpg");
@@ -125,9 +134,9 @@ static void eng_init(eng *e, const char *tag, const char *topic, const char *ext
                   "  topic: %s\n"
                   "  stale_after: 2s\n"
                   "  poll_interval: 500ms\n"
-                  "  retry: { max_attempts: 1000 }\n",
+                  "  retry: { max_attempts: 1000 }\n%s",
                   e->app, it_bootstrap(), extra ? extra : "", dir, tag, e->app, e->app,
-                  e->topic);
+                  e->topic, ob_extra ? ob_extra : "");
 }
 
 static int make_topic(const char *topic, int partitions)
@@ -219,7 +228,7 @@ static void test_transaction(void)
     it_unique(topic, sizeof topic, "pg-orders");
     CU_ASSERT_FATAL(make_topic(topic, 3) == 0);
     eng e = {0};
-    eng_init(&e, "tx", topic, NULL);
+    eng_init(&e, "tx", topic, NULL, NULL);
     pid_t pid = eng_start(&e, "tx", NULL);
     /* 300 orders, each an order row and its event in one transaction; every
      * fourth transaction rolls back */
@@ -381,7 +390,7 @@ static void test_kill9(void)
     CU_ASSERT_FATAL(make_topic(topic, 4) == 0);
     eng e = {0};
     /* linger keeps a batch in flight: the outside SIGKILL lands mid-batch */
-    eng_init(&e, "kill", topic, ", linger.ms: 1000");
+    eng_init(&e, "kill", topic, ", linger.ms: 1000", NULL);
     static const char *const crash[] = {"KS_CRASH_AT=outbox-dispatch-acked:1",
                                         "KS_CRASH_AT=outbox-dispatch-produced:1", NULL};
     long rows = 0, left_dispatching = 0;
@@ -445,9 +454,9 @@ static void test_two_processes(void)
     it_unique(topic, sizeof topic, "pg-two");
     CU_ASSERT_FATAL(make_topic(topic, 4) == 0);
     eng a = {0}, b = {0};
-    eng_init(&a, "two-a", topic, NULL);
+    eng_init(&a, "two-a", topic, NULL, NULL);
     snprintf(b.app, sizeof b.app, "%s", a.app); /* one application, two instances */
-    eng_init(&b, "two-b", topic, NULL);
+    eng_init(&b, "two-b", topic, NULL, NULL);
     pid_t pa = eng_start(&a, "two-a", NULL), pb = eng_start(&b, "two-b", NULL);
     it_sleep_ms(3000);
     for (int k = 0; k < 20; k++) {
@@ -486,7 +495,7 @@ static void test_pg_restart(void)
     it_unique(topic, sizeof topic, "pg-restart");
     CU_ASSERT_FATAL(make_topic(topic, 4) == 0);
     eng e = {0};
-    eng_init(&e, "restart", topic, ", linger.ms: 200");
+    eng_init(&e, "restart", topic, ", linger.ms: 200", NULL);
     insert_events(3000, 100, "restart");
     pid_t pid = eng_start(&e, "r", NULL);
     for (int i = 0; i < 3000 && q_long("SELECT count(*) FROM ks_outbox WHERE status = "
@@ -516,7 +525,7 @@ static void test_kafka_down(void)
     it_unique(topic, sizeof topic, "pg-kdown");
     CU_ASSERT_FATAL(make_topic(topic, 4) == 0);
     eng e = {0};
-    eng_init(&e, "kdown", topic, NULL);
+    eng_init(&e, "kdown", topic, NULL, NULL);
     pid_t pid = eng_start(&e, "d", NULL);
     insert_events(500, 50, "before");
     CU_ASSERT(wait_settled(60000));
@@ -540,6 +549,126 @@ static void test_kafka_down(void)
     check_exactly_once(topic, 1500, NULL);
 }
 
+/* --- 7. sequential partition assignment in PostgreSQL -------------------- */
+
+/* The user of a record: its ks.user header. */
+static int user_of(const it_msg *m)
+{
+    const char *h = m->headers ? strstr(m->headers, "ks.user=user-") : NULL;
+    return h ? atoi(h + strlen("ks.user=user-")) : -1;
+}
+
+/* ks_assign_partitions() while another transaction holds the topic's lock:
+ * the second caller waits, then keeps the first one's users where they are
+ * and numbers its new ones after them. */
+static void assign_waits_for_lock(void)
+{
+    PGconn *db2 = PQconnectdb(pg_dsn());
+    CU_ASSERT_FATAL(PQstatus(db2) == CONNECTION_OK);
+    CU_ASSERT(ok("BEGIN"));
+    PGresult *r = q("SELECT count(*) FROM ks_assign_partitions('lock-t', ARRAY(SELECT 'u' || g "
+                    "FROM generate_series(0, 14) g), 10)",
+                    0, NULL);
+    CU_ASSERT(r && atoi(PQgetvalue(r, 0, 0)) == 15);
+    PQclear(r);
+    /* u10..u14 are the first caller's (not yet committed), u15..u29 new */
+    CU_ASSERT(PQsendQuery(db2, "SELECT string_agg(user_id || ':' || kafka_partition, ',' ORDER "
+                               "BY length(user_id), user_id) FROM ks_assign_partitions('lock-t', "
+                               "ARRAY(SELECT 'u' || g FROM generate_series(29, 10, -1) g), 10)"));
+    it_sleep_ms(500);
+    CU_ASSERT(PQconsumeInput(db2));
+    CU_ASSERT(PQisBusy(db2)); /* waiting for the lock */
+    CU_ASSERT(ok("COMMIT"));
+    r = PQgetResult(db2);
+    const char *got = r && PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "";
+    printf("\n  second caller after the lock: %.60s...", got);
+    /* the new users in the second caller's array order: u29 first */
+    CU_ASSERT_STRING_EQUAL(got, "u10:1,u11:1,u12:1,u13:1,u14:1,u15:2,u16:2,u17:2,u18:2,u19:2,"
+                                "u20:2,u21:2,u22:2,u23:2,u24:2,u25:1,u26:1,u27:1,u28:1,u29:1");
+    PQclear(r);
+    while ((r = PQgetResult(db2)))
+        PQclear(r);
+    PQfinish(db2);
+}
+
+static void test_sequential_assignment(void)
+{
+    enum { USERS = 60, PER_USER = 5, MAX_USERS = 10, PARTS = USERS / MAX_USERS };
+    CU_ASSERT_FATAL(fresh_schema() == 0);
+    assign_waits_for_lock();
+    char topic[128];
+    it_unique(topic, sizeof topic, "pg-seq");
+    CU_ASSERT_FATAL(make_topic(topic, 1) == 0);
+    eng a = {0}, b = {0};
+    eng_init(&a, "seq-a", topic, NULL, "  max_users_per_partition: 10\n");
+    snprintf(b.app, sizeof b.app, "%s", a.app);
+    eng_init(&b, "seq-b", topic, NULL, "  max_users_per_partition: 10\n");
+    pid_t pa = eng_start(&a, "seq-a", NULL), pb = eng_start(&b, "seq-b", NULL);
+    it_sleep_ms(3000);
+    /* round after round over all users: both processes meet new users at once */
+    for (int k = 0; k < PER_USER; k++) {
+        insert_events(USERS, USERS, "seq");
+        it_sleep_ms(100);
+    }
+    CU_ASSERT(wait_settled(120000));
+    CU_ASSERT_EQUAL(it_engine_stop(pa, 30000), 0);
+    CU_ASSERT_EQUAL(it_engine_stop(pb, 30000), 0);
+    long na = it_log_sum_before(a.log, "stopped after publishing ", " events");
+    long nb = it_log_sum_before(b.log, "stopped after publishing ", " events");
+    printf("\n  process a published %ld, process b %ld; grown: %d + %d log lines", na, nb,
+           it_log_count(a.log, "grown from"), it_log_count(b.log, "grown from"));
+    CU_ASSERT_EQUAL(na + nb, USERS * PER_USER);
+    it_msgs m = {0};
+    check_exactly_once(topic, USERS * PER_USER, &m);
+    int part[USERS], users_in[PARTS + 1] = {0}, split = 0, unknown = 0;
+    for (int u = 0; u < USERS; u++)
+        part[u] = -1;
+    for (size_t j = 0; j < m.count; j++) {
+        int u = user_of(&m.items[j]);
+        if (u < 0 || u >= USERS) {
+            unknown++;
+            continue;
+        }
+        if (part[u] < 0)
+            part[u] = m.items[j].partition;
+        split += part[u] != m.items[j].partition;
+    }
+    for (int u = 0; u < USERS; u++)
+        users_in[part[u] >= 0 && part[u] < PARTS ? part[u] : PARTS]++;
+    printf("\n  users per partition:");
+    for (int p = 0; p < PARTS; p++)
+        printf(" %d", users_in[p]);
+    printf("; elsewhere %d, users split over partitions %d", users_in[PARTS], split);
+    CU_ASSERT_EQUAL(unknown, 0);
+    CU_ASSERT_EQUAL(split, 0);
+    for (int p = 0; p < PARTS; p++)
+        CU_ASSERT_EQUAL(users_in[p], MAX_USERS);
+    CU_ASSERT_EQUAL(users_in[PARTS], 0);
+    it_msgs_free(&m);
+    /* the map in PostgreSQL is what was published */
+    const char *v[] = {topic};
+    PGresult *r = q("SELECT user_id, kafka_partition FROM ks_user_partitions WHERE topic = $1",
+                    1, v);
+    int rows = r ? PQntuples(r) : 0, differ = 0;
+    for (int i = 0; i < rows; i++) {
+        int u = atoi(PQgetvalue(r, i, 0) + strlen("user-"));
+        differ += u < 0 || u >= USERS || part[u] != atoi(PQgetvalue(r, i, 1));
+    }
+    PQclear(r);
+    printf("\n  ks_user_partitions: %d rows, %d differ from the topic", rows, differ);
+    CU_ASSERT_EQUAL(rows, USERS);
+    CU_ASSERT_EQUAL(differ, 0);
+    /* the topic was grown from 1 to exactly 6 partitions */
+    char err[512];
+    rd_kafka_t *admin = it_admin_client();
+    int n = admin ? ks_kafka_partition_count(admin, topic, 10000, err, sizeof err) : -1;
+    if (admin)
+        rd_kafka_destroy(admin);
+    printf("\n  %s: %d partitions", topic, n);
+    CU_ASSERT_EQUAL(n, PARTS);
+    CU_ASSERT(it_log_count(a.log, "grown from") + it_log_count(b.log, "grown from") >= 1);
+}
+
 int main(void)
 {
     it_tempdir(dir, sizeof dir);
@@ -558,6 +687,8 @@ int main(void)
                                     {"two processes, one table", test_two_processes},
                                     {"PostgreSQL restarted during dispatch", test_pg_restart},
                                     {"Kafka stopped while inserting", test_kafka_down},
+                                    {"sequential assignment in PostgreSQL",
+                                     test_sequential_assignment},
                                     {NULL, NULL}};
     int rc = it_main("outbox_pg", cases);
     PQfinish(db);

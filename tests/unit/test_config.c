@@ -725,7 +725,19 @@ static void test_outbox_postgres(void)
     CU_ASSERT_STRING_EQUAL(o->name, "ks_outbox");
     CU_ASSERT_EQUAL(o->poll_interval_ms, 1000);
     CU_ASSERT_EQUAL(o->stale_after_ms, 30000);
+    CU_ASSERT_EQUAL(o->max_users_per_partition, 0); /* no key: murmur2, no assignment */
     ks_pipeline_free(p);
+    /* the key turns on sequential assignment (the map in ks_user_partitions) */
+    p = parse_text(PG_BASE "outbox: { backend: postgres, dsn_env: E, topic: ev, "
+                           "max_users_per_partition: 10 }\n",
+                   err, sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->outbox->max_users_per_partition, 10);
+    ks_pipeline_free(p);
+    expect_error(PG_BASE "outbox: { backend: postgres, dsn_env: E, topic: ev, "
+                         "max_users_per_partition: 0 }\n",
+                 "mem.yaml:5:78: 'max_users_per_partition' must be between 1 and "
+                 "2147483647, found '0'");
     expect_error(PG_BASE "outbox: { backend: postgres, topic: ev }\n",
                  "mem.yaml:5:9: a postgres outbox needs exactly one of 'dsn' (a libpq "
                  "connection string) and 'dsn_env' (the environment variable holding it)");
