@@ -6,20 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "base/log.h"
 
 #define ADMIN_TIMEOUT_MS 30000
-/* How long a start waits for a broker that does not answer (restarting,
- * its controller not elected yet, a coordinator still loading): the
- * admin calls below give up after 10-30 s each, and a single-node Kafka
- * 4.1.1 took 35 s to restart under load. */
-#define BROKER_WAIT_MS 180000
-
-/* -1 with err: an answer, or an error that stays (a bad topic name, a
- * mismatch); TRANSIENT with err: no answer in time, or the broker said
- * to try again later; worth retrying. */
-#define TRANSIENT (-2)
+/* KS_TOPIC_UNAVAILABLE (topics.h): no answer in time, or the broker said
+ * to try again later */
+#define TRANSIENT KS_TOPIC_UNAVAILABLE
 
 static int transient(rd_kafka_resp_err_t e)
 {
@@ -271,9 +263,8 @@ static int check_found(const ks_topic_spec *s, const ks_topic_found *f, int ours
     return 0;
 }
 
-/* ks_topic_ensure once: 0, -1 with err, or TRANSIENT with err. */
-static int ensure_once(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *found, char *err,
-                       size_t errlen)
+int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *found, char *err,
+                    size_t errlen)
 {
     ks_topic_found f;
     int rc = describe(rk, s->topic, 10000, &f, err, errlen);
@@ -320,24 +311,4 @@ static int ensure_once(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *f
     if (found)
         *found = f;
     return 0;
-}
-
-int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *s, ks_topic_found *found, char *err,
-                    size_t errlen)
-{
-    int64_t deadline = ks_mono_ms() + BROKER_WAIT_MS;
-    int rc;
-    while ((rc = ensure_once(rk, s, found, err, errlen)) == TRANSIENT) {
-        int64_t left = deadline - ks_mono_ms();
-        if (left <= 0) {
-            size_t n = strlen(err);
-            snprintf(err + n, errlen - n, " (gave up after waiting %d s for the broker)",
-                     BROKER_WAIT_MS / 1000);
-            return -1;
-        }
-        ks_warn("kafka", "%s: the broker is not answering yet; trying again (for %lld s more)",
-                err, (long long)(left / 1000));
-        rd_kafka_poll(rk, 1000);
-    }
-    return rc;
 }

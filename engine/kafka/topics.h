@@ -17,6 +17,9 @@
 
 #include <librdkafka/rdkafka.h>
 
+/* ks_topic_ensure's answer when asking again later may succeed. */
+#define KS_TOPIC_UNAVAILABLE (-2)
+
 /* What the engine needs of one topic. Strings are borrowed. */
 typedef struct ks_topic_spec {
     const char *topic;
@@ -54,9 +57,10 @@ int ks_topic_describe(rd_kafka_t *rk, const char *topic, int timeout_ms, ks_topi
  * cleanup.policy and (when spec->replication > 0) replication. A mismatch
  * is an error naming the topic, what was expected, what was found and how
  * to fix it. `found` (may be NULL) receives what exists. `rk` is borrowed.
- * A broker that does not answer (down, restarting, controller or
- * coordinator not ready) is waited for, up to 3 minutes, with a WARN line
- * per attempt. Returns 0, or -1 with err. */
+ * Returns 0, -1 with err, or KS_TOPIC_UNAVAILABLE with err when the broker
+ * gave no answer in time or said to try later (down, restarting, no
+ * controller or coordinator yet, a coordinator still loading): the caller
+ * may try again. */
 int ks_topic_ensure(rd_kafka_t *rk, const ks_topic_spec *spec, ks_topic_found *found,
                     char *err, size_t errlen);
 

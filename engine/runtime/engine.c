@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "kafka/kafka.h"
+#include "kafka/topics.h"
 #include "runtime/topic_plan.h"
 #include "base/log.h"
 #include "outbox/outbox_service.h"
@@ -74,6 +76,10 @@ void ks_engine_fail(ks_engine *eng, const char *where, const char *fmt, ...)
     ks_engine_stop(eng, 1, msg);
 }
 
+/* How long a start waits for a broker that does not answer: a single-node
+ * Kafka 4.1.1 took 35-58 s to restart on a loaded two-CPU machine. */
+#define BROKER_WAIT_MS 180000
+
 int ks_engine_stopping(const ks_engine *eng)
 {
     return eng->stop || ks_signal_stop;
@@ -127,15 +133,24 @@ int ks_engine_run(ks_topology *topo, const char *instance)
         pthread_mutex_destroy(&eng.lock);
         return 1;
     }
-    while (ks_topic_plan_prepare(topo, err, sizeof err) != 0) {
-        /* a stop while the outbox waits for Kafka is a clean stop: what it
-         * accepted stays in its store for the next start */
-        int clean_stop = outbox && ks_engine_stopping(&eng) && eng.exit_code == 0;
-        if (!outbox || ks_engine_stopping(&eng)) {
+    /* a broker that does not answer yet (restarting, no controller yet) is
+     * waited for, as a Kafka Streams application retries its topic set-up;
+     * with an outbox, whatever the error: it accepts events meanwhile */
+    int64_t broker_deadline = ks_mono_ms() + BROKER_WAIT_MS;
+    int prepared;
+    while ((prepared = ks_topic_plan_prepare(topo, err, sizeof err)) != 0) {
+        int64_t left = broker_deadline - ks_mono_ms();
+        int waiting = outbox || (prepared == KS_TOPIC_UNAVAILABLE && left > 0);
+        /* a stop while the engine waits for Kafka is a clean stop: what the
+         * outbox accepted stays in its store for the next start */
+        int clean_stop = waiting && ks_engine_stopping(&eng) && eng.exit_code == 0;
+        if (!waiting || ks_engine_stopping(&eng)) {
             if (clean_stop)
-                ks_info("engine", "stopped while waiting for Kafka (%s); the outbox keeps "
-                                  "what it accepted",
-                        err);
+                ks_info("engine", "stopped while waiting for Kafka (%s)%s", err,
+                        outbox ? "; the outbox keeps what it accepted" : "");
+            else if (prepared == KS_TOPIC_UNAVAILABLE)
+                ks_error("engine", "%s (gave up after waiting %d s for the broker)", err,
+                         BROKER_WAIT_MS / 1000);
             else
                 ks_error("engine", "%s", err);
             ks_outbox_service_stop(outbox);
@@ -143,7 +158,12 @@ int ks_engine_run(ks_topology *topo, const char *instance)
             pthread_mutex_destroy(&eng.lock);
             return clean_stop ? 0 : 1;
         }
-        ks_warn("engine", "%s; the outbox keeps accepting events, retrying in 2 s", err);
+        if (outbox)
+            ks_warn("engine", "%s; the outbox keeps accepting events, retrying in 2 s", err);
+        else
+            ks_warn("engine", "%s: the broker is not answering yet; trying again in 2 s (for "
+                              "%lld s more)",
+                    err, (long long)(left / 1000));
         for (int i = 0; i < 40 && !ks_engine_stopping(&eng); i++)
             usleep(50 * 1000);
     }

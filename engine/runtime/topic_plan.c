@@ -23,8 +23,9 @@ static int sources(rd_kafka_t *rk, const ks_pipeline *p, int32_t *tasks, char *e
                               .replication = p->replication_factor,
                               .strict_partitions = 1, .configs = s->table ? compact : NULL};
         ks_topic_found f;
-        if (ks_topic_ensure(rk, &spec, &f, err, errlen) != 0)
-            return -1;
+        int rc = ks_topic_ensure(rk, &spec, &f, err, errlen);
+        if (rc != 0)
+            return rc;
         /* tables come after the streams; without streams the first table
          * sets the number of tasks */
         if (s->table && *tasks && f.partitions != *tasks) {
@@ -58,8 +59,9 @@ static int globals(rd_kafka_t *rk, const ks_pipeline *p, char *err, size_t errle
         ks_topic_spec spec = {.topic = s->topic, .what = "global table", .create = s->create,
                               .partitions = s->partitions,
                               .replication = p->replication_factor, .configs = compact};
-        if (ks_topic_ensure(rk, &spec, NULL, err, errlen) != 0)
-            return -1;
+        int rc = ks_topic_ensure(rk, &spec, NULL, err, errlen);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -107,8 +109,9 @@ static int repartitions(rd_kafka_t *rk, const ks_pipeline *p, int32_t tasks, cha
                               .partitions = want, .need_partitions = want,
                               .replication = p->replication_factor, .internal = 1,
                               .configs = configs};
-        if (ks_topic_ensure(rk, &spec, NULL, err, errlen) != 0)
-            return -1;
+        int rc = ks_topic_ensure(rk, &spec, NULL, err, errlen);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -126,8 +129,9 @@ static int changelogs(rd_kafka_t *rk, const ks_topology *topo, int32_t tasks, ch
                               .partitions = tasks, .need_partitions = tasks,
                               .replication = p->replication_factor, .compact = 1,
                               .internal = 1};
-        if (ks_topic_ensure(rk, &spec, NULL, err, errlen) != 0)
-            return -1;
+        int rc = ks_topic_ensure(rk, &spec, NULL, err, errlen);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -139,29 +143,30 @@ int ks_topic_plan_prepare(ks_topology *topo, char *err, size_t errlen)
     if (!rk)
         return -1;
     int32_t tasks = 0;
-    int rc = -1;
-    if (sources(rk, p, &tasks, err, errlen) != 0 || globals(rk, p, err, errlen) != 0)
+    int rc;
+    if ((rc = sources(rk, p, &tasks, err, errlen)) != 0 || (rc = globals(rk, p, err, errlen)) != 0)
         goto out;
-    if (repartitions(rk, p, tasks, err, errlen) != 0)
+    if ((rc = repartitions(rk, p, tasks, err, errlen)) != 0)
         goto out;
     for (size_t i = 0; i < p->sink_count; i++) {
         const ks_cfg_sink *s = &p->sinks[i];
         if (s->feeds)
             continue; /* a repartition topic, made sure of above */
-        if (output(rk, p, s->topic, "sink", s->create, s->partitions > 0 ? s->partitions : tasks,
-                   0, err, errlen) != 0)
+        rc = output(rk, p, s->topic, "sink", s->create, s->partitions > 0 ? s->partitions : tasks,
+                    0, err, errlen);
+        if (rc != 0)
             goto out;
     }
     if (p->poison == KS_POISON_DEAD_LETTER &&
-        output(rk, p, p->dead_letter_topic, "dead-letter", 1, tasks, 0, err, errlen) != 0)
+        (rc = output(rk, p, p->dead_letter_topic, "dead-letter", 1, tasks, 0, err, errlen)) != 0)
         goto out;
     if (p->outbox) {
         char topic[512];
         ks_outbox_requests_topic(p, topic, sizeof topic);
-        if (output(rk, p, topic, "outbox requests", 1, tasks, 1, err, errlen) != 0)
+        if ((rc = output(rk, p, topic, "outbox requests", 1, tasks, 1, err, errlen)) != 0)
             goto out;
     }
-    if (changelogs(rk, topo, tasks, err, errlen) != 0)
+    if ((rc = changelogs(rk, topo, tasks, err, errlen)) != 0)
         goto out;
     topo->partitions = tasks;
     rc = 0;

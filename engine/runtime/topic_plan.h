@@ -14,8 +14,9 @@
  * (created only with `create: true`, co-partitioned), sinks, the
  * dead-letter topic, the outbox requests topic, and one compacted
  * changelog per store with exactly one partition per task. Sets
- * topo->partitions. `topo` is borrowed. 0, or -1 with err naming the
- * topic, what was expected and what was found. */
+ * topo->partitions. `topo` is borrowed. 0, -1 with err naming the topic,
+ * what was expected and what was found, or KS_TOPIC_UNAVAILABLE (topics.h)
+ * with err when the broker did not answer in time: worth trying again. */
 int ks_topic_plan_prepare(ks_topology *topo, char *err, size_t errlen);
 
 #endif /* KS_TOPIC_PLAN_H */
