@@ -20,7 +20,11 @@
 # blocks, not the sparse map size). The 1-minute load average is noted at
 # each point's start. The base point is measured once and shown in all three
 # sweeps. The point's topics and state directories are deleted after it
-# (BENCH_SCALING_KEEP=1 keeps them).
+# (BENCH_SCALING_KEEP=1 keeps them). Before the first point an unrecorded
+# warm-up point (BENCH_SCALING_WARMUP records, 20000) lets the broker load
+# its transaction and group coordinators. BENCH_SCALING_RUNS=N runs the
+# whole set N times (the rows carry the run's number; the table and charts
+# show each point's median and range).
 #
 # Writes $BENCH_BUILD/bench-out/scaling.tsv (raw), scaling.md (the table,
 # also printed) and scaling-keys.png, scaling-partitions.png,
@@ -75,6 +79,9 @@ read -r BASE_KEYS BASE_PARTITIONS BASE_PROCS <<<"${BENCH_SCALING_BASE:-100000 4 
 SWEEPS=${BENCH_SCALING_SWEEPS:-"keys partitions processes"}
 S_KEEP=${BENCH_SCALING_KEEP:-0}
 S_DOCS=${BENCH_SCALING_DOCS:-1}
+S_RUNS=${BENCH_SCALING_RUNS:-1}
+S_WARMUP=${BENCH_SCALING_WARMUP:-20000}
+REP=0
 S_RESULTS=$OUT/scaling.tsv
 declare -A MEASURED # "keys partitions procs" -> the measured columns
 
@@ -99,14 +106,14 @@ ensure_matplotlib() {
 # PROCS"] = the measured columns (status records wall_s first_s cpu_s rss_kb
 # store_kb load1), tab-separated
 measure_point() {
-	local keys=$1 parts=$2 procs=$3
-	local id=$RUN-scaling-k$keys-p$parts-n$procs
+	local keys=$1 parts=$2 procs=$3 records=${4:-$S_RECORDS}
+	local id=$RUN-scaling-r$REP-k$keys-p$parts-n$procs-$records
 	local dir=$OUT/$id app=bench-$id in=bench-$id-in out=bench-$id-out
 	local load1 i pids=() states=() t0
 	load1=$(cut -d' ' -f1 /proc/loadavg)
 	mkdir -p "$dir"
-	log "scaling $keys keys, $parts partitions, $procs process(es): writing $S_RECORDS records"
-	"$TOOLS/loadgen" -q -b "$B" -t "$in" -p "$parts" -n "$S_RECORDS" -k "$keys" \
+	log "scaling $keys keys, $parts partitions, $procs process(es): writing $records records"
+	"$TOOLS/loadgen" -q -b "$B" -t "$in" -p "$parts" -n "$records" -k "$keys" \
 		-s "$VALUE_BYTES" -z "$SKEW" -f bytes >&2 || die "loadgen failed"
 	"$TOOLS/measure" create -b "$B" "$out" "$parts" >&2
 	kstreams_yaml "$dir/pipeline.yaml" "$app" exactly-once count "$in" "$out" "$dir/state"
@@ -143,7 +150,8 @@ point() {
 	local sweep=$1 k=$2 p=$3 n=$4
 	local at="$k $p $n"
 	[[ -n ${MEASURED[$at]:-} ]] || measure_point "$k" "$p" "$n"
-	printf '%s\t%s\t%s\t%s\t%s\n' "$sweep" "$k" "$p" "$n" "${MEASURED[$at]}" >>"$S_RESULTS"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sweep" "$k" "$p" "$n" "${MEASURED[$at]}" "$REP" \
+		>>"$S_RESULTS"
 }
 
 mkdir -p "$OUT"
@@ -153,19 +161,23 @@ ensure_matplotlib
 broker_start
 {
 	echo "# run $RUN $(date -u +%FT%TZ) scaling quick=$QUICK"
-	echo "# records=$S_RECORDS value_bytes=$VALUE_BYTES skew=$SKEW commit_ms=$COMMIT_MS cache_bytes=${CACHE_BYTES:-default} base=${BASE_KEYS},${BASE_PARTITIONS},${BASE_PROCS}"
+	echo "# records=$S_RECORDS runs=$S_RUNS value_bytes=$VALUE_BYTES skew=$SKEW commit_ms=$COMMIT_MS cache_bytes=${CACHE_BYTES:-default} base=${BASE_KEYS},${BASE_PARTITIONS},${BASE_PROCS}"
 	echo "# nproc=$(nproc) mem=$(free -m | awk '/^Mem:/ {print $2 " MiB"}') cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 	echo "# load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$S_RESULTS"
-# the base point first: every sweep shows it
-measure_point "$BASE_KEYS" "$BASE_PARTITIONS" "$BASE_PROCS"
-for sweep in $SWEEPS; do
-	case $sweep in
-	keys) for v in $S_KEYS; do point keys "$v" "$BASE_PARTITIONS" "$BASE_PROCS"; done ;;
-	partitions) for v in $S_PARTITIONS; do point partitions "$BASE_KEYS" "$v" "$BASE_PROCS"; done ;;
-	processes) for v in $S_PROCESSES; do point processes "$BASE_KEYS" "$BASE_PARTITIONS" "$v"; done ;;
-	*) die "unknown sweep $sweep" ;;
-	esac
+((S_WARMUP > 0)) && measure_point "$BASE_KEYS" "$BASE_PARTITIONS" "$BASE_PROCS" "$S_WARMUP"
+for ((REP = 1; REP <= S_RUNS; REP++)); do
+	MEASURED=()
+	# the base point first: every sweep shows it
+	measure_point "$BASE_KEYS" "$BASE_PARTITIONS" "$BASE_PROCS"
+	for sweep in $SWEEPS; do
+		case $sweep in
+		keys) for v in $S_KEYS; do point keys "$v" "$BASE_PARTITIONS" "$BASE_PROCS"; done ;;
+		partitions) for v in $S_PARTITIONS; do point partitions "$BASE_KEYS" "$v" "$BASE_PROCS"; done ;;
+		processes) for v in $S_PROCESSES; do point processes "$BASE_KEYS" "$BASE_PARTITIONS" "$v"; done ;;
+		*) die "unknown sweep $sweep" ;;
+		esac
+	done
 done
 echo "# load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$S_RESULTS"
 
