@@ -5,7 +5,7 @@
  *       create a topic (an existing one is fine)
  *   measure delete -b B TOPIC...
  *       delete topics (missing ones are fine)
- *   measure wait -b B -g GROUP -t TOPIC -p PID -0 START_NS [-T TIMEOUT_S]
+ *   measure wait -b B -g GROUP -t TOPIC -p PID[,PID...] -0 START_NS [-T TIMEOUT_S]
  *       wait until GROUP's committed offsets on every partition of TOPIC
  *       reach the partition's end (consumer lag 0: under exactly-once the
  *       offsets commit in the same transaction as the outputs, so the
@@ -14,8 +14,9 @@
  *         records=N wall_s=S first_s=F cpu_s=C rss_kb=R
  *       wall_s: start -> lag 0; first_s: start -> first committed offset;
  *       cpu_s: utime+stime of PID (all its threads) at lag 0, from
- *       /proc/PID/stat; rss_kb: VmHWM (peak RSS) of PID at lag 0.
- *       Exit 1 if PID dies or the timeout passes first.
+ *       /proc/PID/stat; rss_kb: VmHWM (peak RSS) of PID at lag 0. Several
+ *       PIDs (the processes of one application): cpu_s and rss_kb are
+ *       their sums. Exit 1 if a PID dies or the timeout passes first.
  *   measure latency -b B -t TOPIC[,TOPIC...] -r READY_FILE [-i IDLE_MS]
  *                   [-n EXPECT] [-w WARMUP_MS] [-T TIMEOUT_S]
  *       read the topics from their current end with read_committed; once
@@ -236,10 +237,55 @@ static long proc_hwm_kb(pid_t pid)
     return kb;
 }
 
+#define MAX_PIDS 16
+
+/* the summed utime+stime of PIDS; -1 when one of them has ended */
+static int procs_cpu(const pid_t *pids, int n, double *cpu)
+{
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        double c;
+        if (proc_cpu(pids[i], &c) != 0)
+            return -1;
+        sum += c;
+    }
+    *cpu = sum;
+    return 0;
+}
+
+/* the summed peak RSS of PIDS (each process has its own peak) */
+static long procs_hwm_kb(const pid_t *pids, int n)
+{
+    long sum = 0;
+    for (int i = 0; i < n; i++) {
+        long kb = proc_hwm_kb(pids[i]);
+        if (kb < 0)
+            return -1;
+        sum += kb;
+    }
+    return sum;
+}
+
+/* "1,2,3" -> pids; the count, or -1 when malformed or too many */
+static int parse_pids(const char *arg, pid_t *pids)
+{
+    int n = 0;
+    for (const char *p = arg; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v <= 0 || n == MAX_PIDS || (*end && *end != ','))
+            return -1;
+        pids[n++] = (pid_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
 static int cmd_wait(int argc, char **argv)
 {
     const char *group = NULL, *topic = NULL;
-    pid_t pid = 0;
+    pid_t pids[MAX_PIDS];
+    int npids = 0;
     double start = 0, timeout = 600;
     int c;
     optind = 0;
@@ -247,13 +293,13 @@ static int cmd_wait(int argc, char **argv)
         switch (c) {
         case 'g': group = optarg; break;
         case 't': topic = optarg; break;
-        case 'p': pid = (pid_t)atoi(optarg); break;
+        case 'p': npids = parse_pids(optarg, pids); break;
         case '0': start = atof(optarg) / 1e9; break;
         case 'T': timeout = atof(optarg); break;
         default: return 64;
         }
     }
-    if (!group || !topic || pid <= 0 || start <= 0)
+    if (!group || !topic || npids <= 0 || start <= 0)
         return 64;
     const char *props[] = {"group.id", group, "enable.auto.commit", "false",
                            "isolation.level", "read_committed", NULL};
@@ -282,9 +328,8 @@ static int cmd_wait(int argc, char **argv)
         rd_kafka_topic_partition_list_add(l, topic, p);
     for (;;) {
         double cpu_now;
-        if (proc_cpu(pid, &cpu_now) != 0) {
-            fprintf(stderr, "measure: process %d ended before group %s caught up\n", (int)pid,
-                    group);
+        if (procs_cpu(pids, npids, &cpu_now) != 0) {
+            fprintf(stderr, "measure: a process ended before group %s caught up\n", group);
             break;
         }
         if (wall_s() - start > timeout) {
@@ -305,10 +350,10 @@ static int cmd_wait(int argc, char **argv)
                 first = wall_s() - start;
             if (done) {
                 double wall = wall_s() - start;
-                if (proc_cpu(pid, &cpu) != 0)
+                if (procs_cpu(pids, npids, &cpu) != 0)
                     cpu = cpu_now;
                 printf("records=%lld wall_s=%.3f first_s=%.3f cpu_s=%.2f rss_kb=%ld\n",
-                       (long long)total, wall, first, cpu, proc_hwm_kb(pid));
+                       (long long)total, wall, first, cpu, procs_hwm_kb(pids, npids));
                 rc = 0;
                 break;
             }

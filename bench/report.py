@@ -7,8 +7,8 @@ Reads the tab-separated results run.sh wrote, prints a Markdown table (the
 one docs/performance.md shows, kstreams next to Kafka Streams and Quix
 Streams), what the count and window runs' outputs check found, the targets
 of issue 9, the re-key and join rows (issues 17, 18, 19) with their checked
-outputs, and draws the
-throughput chart with matplotlib. Without matplotlib it installs it into a
+outputs, and draws the throughput chart with matplotlib (this python's,
+else /usr/bin/python3's). Without matplotlib it installs it into a
 virtualenv (DIR) from PyPI; failing that it tries gnuplot; failing that it
 says so and draws nothing.
 """
@@ -354,8 +354,11 @@ def have_matplotlib(python):
 
 
 def find_python(venv):
-    if have_matplotlib(sys.executable):
-        return sys.executable
+    # the running python, then the system's (Debian's python3-matplotlib
+    # when python3 is another install, such as pyenv's)
+    for py in (sys.executable, "/usr/bin/python3"):
+        if os.path.exists(py) and have_matplotlib(py):
+            return py
     vpy = os.path.join(venv, "bin", "python3")
     if os.path.exists(vpy) and have_matplotlib(vpy):
         return vpy

@@ -706,6 +706,9 @@ swap() {
 
 # ---- main ---------------------------------------------------------------------
 
+# Sourced (bench/scaling.sh): the settings and functions above, no run.
+[[ ${BASH_SOURCE[0]} != "$0" ]] && return 0
+
 mkdir -p "$OUT"
 trap cleanup EXIT
 build
