@@ -43,7 +43,8 @@ rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen
 
 /* A read_committed consumer in group `<application>-<suffix>` that commits
  * nothing by itself (no auto commit, no auto offset store) and starts at
- * the earliest offset: the outbox's side consumers. `on_rebalance` may be
+ * the earliest offset: the outbox's side consumers and the standby
+ * thread's assign-only one. `on_rebalance` may be
  * NULL (assign-only use); `opaque` is passed to it. Returns a new client
  * owned by the caller, or NULL with err naming `what`. */
 rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,

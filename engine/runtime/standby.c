@@ -77,22 +77,6 @@ static void plan_stores(ks_standby *s)
     }
 }
 
-static rd_kafka_t *new_consumer(const ks_pipeline *p, char *err, size_t errlen)
-{
-    char group[600];
-    /* a group.id only keeps librdkafka 2.0.2 from looping on _UNKNOWN_GROUP:
-     * the consumer never joins it */
-    snprintf(group, sizeof group, "%s-standby", p->application);
-    const char *forced[] = {"group.id", group, "enable.auto.commit", "false",
-                            "enable.auto.offset.store", "false", "isolation.level",
-                            "read_committed", "auto.offset.reset", "earliest", NULL};
-    const char *defaults[] = {"fetch.wait.max.ms", "100", NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
-    return conf ? ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create standby consumer", err,
-                               errlen)
-                : NULL;
-}
-
 static void free_standby(ks_standby *s)
 {
     for (int32_t p = 0; s->held && p < s->partitions; p++)
@@ -451,7 +435,8 @@ int ks_standby_start(ks_engine *eng, ks_standby **out, char *err, size_t errlen)
         return 0;
     }
     if (rc == 0) {
-        if (!(s->consumer = new_consumer(p, err, errlen)) ||
+        if (!(s->consumer =
+                  ks_kafka_side_consumer(p, "standby", NULL, NULL, "standby", err, errlen)) ||
             !(s->admin = ks_kafka_admin_client(p, err, errlen)) ||
             !(s->adminq = rd_kafka_queue_new(s->admin)))
             rc = KS_ERR_IO;
