@@ -172,7 +172,8 @@ int ks_fold_drain(ks_fold *f, ks_fold_fn fn, void *arg)
 {
     int rc = 0;
     sort_arena = f->arena;
-    qsort(f->e, f->n, sizeof *f->e, by_key);
+    if (f->n > 1) /* an empty fold has no array: qsort's pointer must not be NULL */
+        qsort(f->e, f->n, sizeof *f->e, by_key);
     for (size_t i = 0; rc == 0 && i < f->n; i++) {
         const entry *e = &f->e[i];
         ks_bytes key = {f->arena + e->key, e->key_len};
