@@ -300,8 +300,10 @@ typedef struct ks_config_field {
                                         superseding the ones before: unless
                                         windowed, the engine may keep a key's
                                         updates in a record cache and pass on
-                                        only the latest per commit (the
-                                        changelog record and the forward;
+                                        fewer of them, the latest at the
+                                        latest by the commit (the changelog
+                                        record and the forward; on by
+                                        default since 1.7's engine;
                                         docs/stores.md, `cache_bytes`)        */
 
 typedef struct ks_processor_type {
@@ -376,7 +378,10 @@ typedef struct ks_plugin_descriptor {
  *
  * It must have no side effects beyond returning a pointer to static data:
  * the host checks the descriptor before calling anything else, and may call
- * the entry of a build that it then refuses. `api` is valid while the
+ * the entry of a build that it then refuses. Each load runs it, and the
+ * plugin's ELF constructors, twice: first in a helper process that
+ * trial-loads the build (a crash there refuses the build, not the
+ * engine), then in the engine. `api` is valid while the
  * plugin is loaded. The returned descriptor must stay valid and unchanged
  * while the plugin is loaded.
  */
