@@ -6,7 +6,8 @@
 # (finish the batch, commit, leave the group, exit 0). Passes when every
 # count arrived, the engine exited 0, and valgrind found no error and no
 # definite leak (--errors-for-leak-kinds=definite). Ends with
-# "valgrind: N passed, N failed".
+# "valgrind: N passed, N failed". The record cache is off (cache_bytes: 0)
+# so every record leaves as one count.
 #
 #   tests/valgrind.sh [BUILD]     BUILD: a build tree (default: build)
 set -uo pipefail
@@ -38,7 +39,7 @@ plugin_path: [$BUILD/plugins/.libs]
 sources:
   views: { topic: $in, key: string, value: json, create: true, partitions: 4 }
 nodes:
-  - { name: per_user, type: count, from: views, store: counts }
+  - { name: per_user, type: count, from: views, store: counts, cache_bytes: 0 }
 sinks:
   - { from: per_user, topic: $out, key: string, value: int64, create: true, partitions: 4 }
 EOF
