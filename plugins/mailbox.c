@@ -130,6 +130,10 @@ static ks_verdict open_pg_ledger(ks_ctx *ctx, mailbox_state *st)
                       : "mailbox: node '%s': `ledger_backend: postgres` needs "
                         "`ledger_dsn_env` or an `outbox: { backend: postgres }`%s",
                   host->node_name(ctx), env ? env : "");
+    else if (rc == KS_ERR_UNSUPPORTED) /* the engine logged why */
+        host->log(ctx, KS_LOG_ERROR,
+                  "mailbox: node '%s': this kstreams cannot use PostgreSQL for the ledger",
+                  host->node_name(ctx));
     else if (rc != 0)
         host->log(ctx, KS_LOG_ERROR,
                   "mailbox: node '%s': cannot open the PostgreSQL ledger (error %d)",

@@ -34,7 +34,6 @@ fi
 
 LIBS=("$B/engine/.libs/libksengine.a" "$B/lib/.libs/libksjson.a" "$B/lib/.libs/libkswindow.a"
   "$B/lib/.libs/libksops.a" -lrdkafka -llmdb -lyaml -ljansson -lmicrohttpd -ldl -lpthread)
-pkg-config --exists libpq 2>/dev/null && LIBS+=($(pkg-config --libs libpq))
 
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=($(cd tests/fuzz && ls fuzz_*.c | sed 's/\.c$//'))

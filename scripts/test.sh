@@ -67,6 +67,12 @@ st=$?
 grep -vE '^  ' "$LOGDIR/includes.log" | tail -5
 tally "$LOGDIR/includes.log" $st
 
+note "libpq loaded at run time only (tests/check_libpq.sh)"
+tests/check_libpq.sh build >"$LOGDIR/libpq.log" 2>&1
+st=$?
+cat "$LOGDIR/libpq.log"
+tally "$LOGDIR/libpq.log" $st
+
 note "unit tests"
 ( cd build && make -j2 -s check ) >"$LOGDIR/unit-make.log" 2>&1
 st=$?

@@ -16,6 +16,7 @@
 #   lib/          nothing from engine/ or plugins/ (lib/ is below both)
 #   engine/*      nothing from plugins/ (shared code lives in lib/)
 #   engine/base   nothing else from engine/
+#   engine/pg     nothing from engine/ but base/ (libpq's loader)
 #   config, state, kafka, loader, http, ledger, query
 #                 not runtime/, cli/, outbox/, testdriver/
 #   outbox        not runtime/, cli/, testdriver/
@@ -86,6 +87,8 @@ forbidden() {
     plugins) [ "$to" != lib ] && echo "plugins/ includes engine/$to/: a plugin links no engine code" ;;
     lib) echo "lib/ includes $to/: lib/ is below the engine and the plugins" ;;
     base) [ "$to" != lib ] && echo "base/ includes $to/: base/ is the bottom of engine/" ;;
+    pg) [ "$to" != lib ] && [ "$to" != base ] &&
+      echo "pg/ includes $to/: pg/ (libpq's loader) sits on base/ only" ;;
     *)
       case $to in
         plugins) echo "$from/ includes plugins/: code both need belongs in lib/" ;;

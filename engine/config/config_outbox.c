@@ -1,8 +1,9 @@
 /*
  * config_outbox.c - `outbox:`: the keys of both backends (embedded LMDB
  * with HTTP ingest, and postgres), their defaults, and the refusal of a
- * key that belongs to the other backend. A postgres `dsn` is checked with
- * libpq's own parser (no connection is made).
+ * key that belongs to the other backend. `backend: postgres` loads libpq
+ * (pg/pq_dl.h) and a postgres `dsn` is checked with libpq's own parser (no
+ * connection is made).
  */
 #include <ctype.h>
 #include <stdint.h>
@@ -12,7 +13,7 @@
 #include "config/config_internal.h"
 
 #ifdef KS_HAVE_POSTGRES
-#include <libpq-fe.h>
+#include "pg/pq_dl.h"
 #endif
 
 /* `outbox: { name, topic, listen, token, max_users_per_partition,
@@ -64,6 +65,10 @@ static int parse_outbox_backend(pctx *c, const fields *f, const ks_ynode *v, ks_
         if (o->backend == KS_OUTBOX_BACKEND_POSTGRES)
             return FAIL_AT(c, b, "this kstreams was built without PostgreSQL (configure "
                                  "did not find libpq: install libpq-dev and rebuild)");
+#else
+        char why[512]; /* here, so that `kstreams check` reports a missing libpq */
+        if (o->backend == KS_OUTBOX_BACKEND_POSTGRES && ks_pq_load(why, sizeof why) != 0)
+            return FAIL_AT(c, b, "%s", why);
 #endif
     }
     int pg = o->backend == KS_OUTBOX_BACKEND_POSTGRES;

@@ -90,7 +90,7 @@ void ks_sql_free(ks_sql_result *r) { (void)r; }
 
 #else /* KS_HAVE_POSTGRES */
 
-#include <libpq-fe.h>
+#include "pg/pq_dl.h"
 
 #define WHERE_MAX 160
 #define KEY_TEXT 32
@@ -148,6 +148,11 @@ int ks_ledger_open(const void *owner, const char *dsn, const char *where)
         return KS_ERR_INVALID;
     if (ks_ledger_of(owner))
         return KS_ERR_STATE;
+    char why[512];
+    if (ks_pq_load(why, sizeof why) != 0) {
+        ks_error(where ? where : "ledger", "ledger: %s", why);
+        return KS_ERR_UNSUPPORTED;
+    }
     ks_ledger_pg *l = calloc(1, sizeof *l);
     if (!l || !(l->dsn = strdup(dsn))) {
         free(l);

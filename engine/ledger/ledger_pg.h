@@ -36,7 +36,8 @@ typedef struct ks_ledger_pg ks_ledger_pg;
  * the instance in log lines. Connects at once to report a bad DSN or
  * password early. 0; KS_ERR_STATE: owner already has one; KS_ERR_IO: the
  * connection failed (logged without the password);
- * KS_ERR_NOMEM; KS_ERR_UNSUPPORTED. */
+ * KS_ERR_NOMEM; KS_ERR_UNSUPPORTED: built without libpq, or libpq.so.5
+ * cannot be loaded (logged, pg/pq_dl.h). */
 int ks_ledger_open(const void *owner, const char *dsn, const char *where);
 
 /* The ledger of `owner`, or NULL. */

@@ -24,7 +24,6 @@
 
 #include <ctype.h>
 #include <jansson.h>
-#include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -38,6 +37,7 @@
 #include "base/log.h"
 #include "outbox/outbox_pg_assign.h"
 #include "outbox/outbox_pg_sql.h"
+#include "pg/pq_dl.h"
 #include "base/clock.h"
 
 #define BATCH_MAX 100
@@ -641,6 +641,9 @@ int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_me
                            ks_pg_dispatcher **out, char *err, size_t errlen)
 {
     *out = NULL;
+    int rc = ks_pq_load(err, errlen);
+    if (rc)
+        return rc;
     const char *dsn = cfg->dsn ? cfg->dsn : getenv(cfg->dsn_env);
     if (!dsn || !*dsn) {
         snprintf(err, errlen, "outbox %s: the environment variable %s (dsn_env) is not set",
@@ -656,7 +659,6 @@ int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_me
     d->cfg = cfg;
     d->metrics = metrics;
     ks_pg_sql_build(&d->sql, cfg->table);
-    int rc = 0;
     if (cfg->max_users_per_partition > 0 &&
         !(d->assign = ks_pg_assign_new((int)cfg->max_users_per_partition)))
         rc = KS_ERR_NOMEM;

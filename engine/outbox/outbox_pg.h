@@ -11,7 +11,8 @@
  * aggregate's sequential slot kept in PostgreSQL (outbox_pg_assign.h).
  *
  * The schema (sql/outbox_pg_00*.sql) is compiled in whatever the build;
- * the dispatcher exists only when configure found libpq (KS_HAVE_POSTGRES).
+ * the dispatcher exists only when configure found libpq's headers
+ * (KS_HAVE_POSTGRES); libpq itself is loaded when the dispatcher starts.
  */
 #ifndef KS_OUTBOX_PG_H
 #define KS_OUTBOX_PG_H
@@ -32,7 +33,7 @@ typedef struct ks_pg_dispatcher ks_pg_dispatcher;
  * and Kafka being down are not errors: the thread waits and retries.
  * `p`, `cfg` and `metrics` (NULL: none) are borrowed until stop.
  * 0, or a negative ks_err with err (KS_ERR_UNSUPPORTED when built without
- * libpq). */
+ * libpq or when libpq.so.5 cannot be loaded: pg/pq_dl.h). */
 int ks_pg_dispatcher_start(const ks_pipeline *p, const ks_cfg_outbox *cfg, ks_metrics *metrics,
                            ks_pg_dispatcher **out, char *err, size_t errlen);
 

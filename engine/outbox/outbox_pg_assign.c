@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kafka/topic_grow.h"
+#include "pg/pq_dl.h"
 
 #define ASSIGN_SQL \
     "SELECT user_id, kafka_partition FROM ks_assign_partitions($1, $2::text[], $3::int)"
