@@ -82,6 +82,23 @@ new_dir() {
 
 # ---- transcript set-ups --------------------------------------------------
 
+# docs/outbox-and-mailbox.md, pgshop: shop.yaml, a PostgreSQL outbox (the
+# error of a libpq that cannot be loaded; no PostgreSQL is contacted).
+setup_pgshop() {
+  cat >"$1/shop.yaml" <<'EOF'
+application: shop
+kafka: { bootstrap: [127.0.0.1:9092] }
+outbox:
+  backend: postgres
+  dsn_env: SHOP_PG_DSN
+  topic: order-events
+sources:
+  orders: { topic: order-events }
+sinks:
+  - { from: orders, topic: orders-copy }
+EOF
+}
+
 # docs/cli.md, query: pipeline.yaml with a count per user, a count per
 # binary key and a count per user and minute, its stores written by the
 # test driver (a small C program built here) into ./state.

@@ -19,6 +19,10 @@
  * A second pipeline takes its connection from `outbox: { backend:
  * postgres }`; its handler tries to COMMIT through sql_exec: the task
  * stops, and that command's INSERT is rolled back with its ledger row.
+ *
+ * A third has libpq made unloadable (KS_LIBPQ naming a missing file): the
+ * engine exits with an error that names the file and the package libpq5,
+ * and the ledger gets no row.
  */
 #include <CUnit/CUnit.h>
 #include <libpq-fe.h>
@@ -378,6 +382,50 @@ static void test_commit_refused(void)
     PQfinish(db);
 }
 
+/* The engine loads libpq only for the ledger (no PostgreSQL outbox here,
+ * so the configuration alone does not load it): a missing one is an
+ * error at the mailbox's init, and the process exits. */
+static void test_libpq_missing(void)
+{
+    if (!dir[0])
+        it_tempdir(dir, sizeof dir);
+    setenv("KS_TEST_PG_DSN", pg_dsn(), 1);
+    db = PQconnectdb(pg_dsn());
+    CU_ASSERT_EQUAL_FATAL(PQstatus(db), CONNECTION_OK);
+    CU_ASSERT_EQUAL_FATAL(run_sql("SELECT 1 FROM ks_mailbox_ledger LIMIT 1") == 0 ||
+                              fresh_schema() == 0,
+                          1);
+    char app[128], topic[128], results[160], yaml[512], log[512], state[512], sql[300];
+    it_unique(app, sizeof app, "mbnolib");
+    it_unique(topic, sizeof topic, "mbnolib-commands");
+    snprintf(results, sizeof results, "%s-results", app);
+    snprintf(yaml, sizeof yaml, "%s/nolib.yaml", dir);
+    snprintf(log, sizeof log, "%s/nolib.log", dir);
+    snprintf(state, sizeof state, "%s/state-nolib", dir);
+    CU_ASSERT_EQUAL_FATAL(it_create_topic(topic, 1), 0);
+    rd_kafka_t *rk = producer();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rk);
+    CU_ASSERT_EQUAL_FATAL(finish(rk, produce_one(rk, topic, 0, "u", "{\"amount\":1}",
+                                                 "d0000000000000000000000000000001")),
+                          0);
+    write_yaml(yaml, app, topic, results, state);
+    static char env[600];
+    snprintf(env, sizeof env, "KS_LIBPQ=%s/missing/libpq.so.5", dir);
+    pid_t pid = it_engine_start_env(yaml, "nolib", log, env);
+    int st = wait_exit(pid, 60000);
+    char want[600];
+    snprintf(want, sizeof want, "PostgreSQL backend: cannot load %s/missing/libpq.so.5: ", dir);
+    printf("\n  KS_LIBPQ missing: exit %d, %d error lines", st, it_log_count(log, want));
+    CU_ASSERT_EQUAL(st, 1); /* a runtime failure: not a crash, not a hang */
+    CU_ASSERT(it_log_count(log, want) >= 1);
+    CU_ASSERT(it_log_count(log, "install the Debian package libpq5") >= 1);
+    CU_ASSERT(it_log_count(log, "cannot use PostgreSQL for the ledger") >= 1);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM ks_mailbox_ledger WHERE topic = '%s'",
+             topic);
+    CU_ASSERT_EQUAL(q_long(sql), 0);
+    PQfinish(db);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -385,6 +433,7 @@ int main(void)
          test_kill_mid_transaction},
         {"the outbox's connection; a handler's COMMIT is refused and rolled back",
          test_commit_refused},
+        {"libpq cannot be loaded: a clear error, a non-zero exit", test_libpq_missing},
         {NULL, NULL}};
     const char *only = getenv("KS_TEST_CASE");
     if (only) {

@@ -26,6 +26,9 @@
  *      partition, 10 users in each of 6, the topic grown from 1 to 6,
  *      ks_user_partitions equal to what was published; at the SQL level,
  *      a second caller waits for the first one's lock and numbers after it
+ *   8. libpq cannot be loaded (KS_LIBPQ naming a missing file): `kstreams
+ *      run` exits 2 with an error naming the file and the package libpq5,
+ *      and publishes nothing
  */
 #include <CUnit/CUnit.h>
 #include <libpq-fe.h>
@@ -669,6 +672,34 @@ static void test_sequential_assignment(void)
     CU_ASSERT(it_log_count(a.log, "grown from") + it_log_count(b.log, "grown from") >= 1);
 }
 
+/* --- 8. libpq cannot be loaded ------------------------------------------- */
+
+static void test_libpq_missing(void)
+{
+    CU_ASSERT_FATAL(fresh_schema() == 0);
+    char topic[128];
+    it_unique(topic, sizeof topic, "pg-nolib");
+    CU_ASSERT_FATAL(make_topic(topic, 1) == 0);
+    CU_ASSERT(ok("INSERT INTO ks_outbox (aggregate, payload) VALUES ('nolib', "
+                 "convert_to('waits', 'UTF8'))"));
+    eng e = {0};
+    eng_init(&e, "nolib", topic, NULL, NULL);
+    static char env[600]; /* putenv keeps the pointer */
+    snprintf(env, sizeof env, "KS_LIBPQ=%s/missing/libpq.so.5", dir);
+    setenv("KS_TEST_PG_DSN", pg_dsn(), 1);
+    pid_t pid = it_engine_start_env(e.yaml, "nolib", e.log, env);
+    int st = it_engine_wait(pid, 30000);
+    if (st < 0)
+        it_engine_kill(pid);
+    char want[600];
+    snprintf(want, sizeof want, "PostgreSQL backend: cannot load %s/missing/libpq.so.5: ", dir);
+    printf("\n  KS_LIBPQ missing: exit %d, %d error lines", st, it_log_count(e.log, want));
+    CU_ASSERT_EQUAL(st, 2); /* an invalid pipeline, not a crash or a hang */
+    CU_ASSERT(it_log_count(e.log, want) >= 1);
+    CU_ASSERT(it_log_count(e.log, "install the Debian package libpq5") >= 1);
+    CU_ASSERT_EQUAL(q_long("SELECT count(*) FROM ks_outbox WHERE status = 'PENDING'"), 1);
+}
+
 int main(void)
 {
     it_tempdir(dir, sizeof dir);
@@ -689,6 +720,7 @@ int main(void)
                                     {"Kafka stopped while inserting", test_kafka_down},
                                     {"sequential assignment in PostgreSQL",
                                      test_sequential_assignment},
+                                    {"libpq cannot be loaded", test_libpq_missing},
                                     {NULL, NULL}};
     int rc = it_main("outbox_pg", cases);
     PQfinish(db);
