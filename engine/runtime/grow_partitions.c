@@ -14,7 +14,7 @@
 typedef struct grown {
     const char *topic; /* borrowed */
     const char *what;  /* "source", "repartition", "changelog" */
-    int32_t count;     /* partitions before; 0: a changelog not made yet */
+    int32_t count;     /* partitions before; 0: the engine's, not made yet */
 } grown;
 
 typedef struct run {
@@ -68,7 +68,9 @@ static int add_topic(run *r, const char *topic, const char *what, char *err, siz
     int c = ks_kafka_partition_count(r->producer, topic, 10000, err, errlen);
     if (c < 0)
         return -1;
-    if (c == 0 && strcmp(what, "changelog") != 0) {
+    /* the engine's own topics are made at its first start, with the count
+     * of the sources then */
+    if (c == 0 && strcmp(what, "source") == 0) {
         snprintf(err, errlen, "%s topic %s does not exist", what, topic);
         return -1;
     }

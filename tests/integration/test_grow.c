@@ -6,7 +6,9 @@
  * outputs must then be exactly 1..total (the count runs with
  * `cache_bytes: 0`): no state lost, nothing counted twice. Also the
  * refusals: records not processed yet ("drain first"), the application
- * running, a windowed store.
+ * running, a windowed store. The same with producers that place keys by
+ * CRC-32 (`--partitioner crc32`), and with the count behind a repartition
+ * topic (keyed by a field of the value), which grows too.
  *
  * KS_GROW_MODE=manual grows the topics by hand instead (source and
  * changelog, as the engine's start-up error suggested before the tool),
@@ -28,13 +30,28 @@
 
 static char dir[256], app[128], in[128], out[128], yaml[512];
 
-static void make_first(int i, char *key, size_t klen, char *value, size_t vlen,
-                       int32_t *partition, void *arg)
+/* How the records of a scenario are made. */
+typedef struct feed {
+    int partitions;   /* of the source now */
+    int crc32;        /* placed as librdkafka's default partitioner does */
+    int repartition;  /* keyed by user; the count is per value field /k */
+} feed;
+
+static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
+                     int32_t *partition, void *arg)
 {
-    (void)arg;
+    const feed *f = arg;
     *partition = -1; /* the producer's murmur2 */
+    if (f->repartition) {
+        snprintf(key, klen, "u%d", i % 7);
+        snprintf(value, vlen, "{\"i\":%d,\"k\":\"k%d\"}", i, i % KEYS);
+        return;
+    }
     snprintf(key, klen, "k%d", i % KEYS);
     snprintf(value, vlen, "{\"i\":%d}", i);
+    if (f->crc32)
+        *partition = rd_kafka_msg_partitioner_consistent(NULL, key, strlen(key),
+                                                         f->partitions, NULL, NULL);
 }
 
 /* Run `kstreams ARGS`, its stdout and stderr in buf; its exit status. */
@@ -102,10 +119,12 @@ static int run_until(const char *log, const long *want, it_msgs *outs)
     return rc;
 }
 
-static void test_grow(void)
+/* The scenario of the file's comment; `mode` as KS_GROW_MODE says. */
+static void scenario(const char *mode, int crc32, int repartition)
 {
-    const char *mode = getenv("KS_GROW_MODE") ? getenv("KS_GROW_MODE") : "tool";
     char buf[32768], args[1024], log[600];
+    feed f = {2, crc32, repartition};
+    const char *tool_opts = crc32 ? " --partitioner crc32" : "";
     it_tempdir(dir, sizeof dir);
     it_unique(app, sizeof app, "grow");
     it_unique(in, sizeof in, "grow-in");
@@ -118,15 +137,19 @@ static void test_grow(void)
                   "state_dir: %s/state\n"
                   "plugin_path: [%s/plugins/.libs]\n"
                   "sources:\n  in: { topic: %s, key: string, value: json }\n"
-                  "nodes:\n  - { name: per_key, type: count, from: in, store: counts, "
+                  "nodes:\n%s  - { name: per_key, type: count, from: %s, store: counts, "
                   "cache_bytes: 0 }\n"
                   "sinks:\n  - { from: per_key, topic: %s, key: string, value: int64, "
                   "create: true }\n",
-                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, in, out);
-    CU_ASSERT_FATAL(it_produce(in, KEYS * FIRST, make_first, NULL) == 0);
+                  app, it_bootstrap(), dir, KS_TEST_BUILDDIR, in,
+                  repartition ? "  - { name: by_k, type: ops.select_key, from: in, "
+                                "config: { path: /k } }\n"
+                              : "",
+                  repartition ? "by_k" : "in", out);
+    CU_ASSERT_FATAL(it_produce(in, KEYS * FIRST, make_rec, &f) == 0);
 
     /* refused: the records are not processed yet */
-    snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4", yaml);
+    snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4%s", yaml, tool_opts);
     CU_ASSERT(kstreams(args, buf, sizeof buf) == 1);
     CU_ASSERT(strstr(buf, "drain first: ") != NULL);
     CU_ASSERT(partitions_of(in) == 2);
@@ -146,12 +169,16 @@ static void test_grow(void)
     char changelog[300];
     snprintf(changelog, sizeof changelog, "%s-counts-changelog", app);
     if (strcmp(mode, "tool") == 0) {
-        snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4 --dry-run", yaml);
+        snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4 --dry-run%s", yaml,
+                 tool_opts);
         CU_ASSERT(kstreams(args, buf, sizeof buf) == 0);
         CU_ASSERT(strstr(buf, "store counts: 24 keys, ") != NULL);
         CU_ASSERT(strstr(buf, "dry run: nothing changed") != NULL);
+        /* behind a repartition topic the keys are the engine's: murmur2 */
+        CU_ASSERT(strstr(buf, repartition || !crc32 ? "(partitioner murmur2)"
+                                                    : "(partitioner crc32)") != NULL);
         CU_ASSERT(partitions_of(in) == 2 && partitions_of(changelog) == 2);
-        snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4", yaml);
+        snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4%s", yaml, tool_opts);
         CU_ASSERT(kstreams(args, buf, sizeof buf) == 0);
         CU_ASSERT(strstr(buf, "moved ") != NULL);
         CU_ASSERT(strstr(buf, "moved 0 keys") == NULL);
@@ -168,9 +195,15 @@ static void test_grow(void)
     }
     CU_ASSERT(partitions_of(in) == 4);
     CU_ASSERT(partitions_of(changelog) == 4 || strcmp(mode, "wipe") == 0);
+    if (repartition) {
+        char rp[300];
+        snprintf(rp, sizeof rp, "%s-per_key-repartition", app);
+        CU_ASSERT(partitions_of(rp) == 4);
+    }
 
     /* the same keys again, placed among 4 partitions */
-    CU_ASSERT_FATAL(it_produce(in, KEYS * SECOND, make_first, NULL) == 0);
+    f.partitions = 4;
+    CU_ASSERT_FATAL(it_produce(in, KEYS * SECOND, make_rec, &f) == 0);
     for (int k = 0; k < KEYS; k++)
         want[k] = FIRST + SECOND;
     snprintf(log, sizeof log, "%s/run2.log", dir);
@@ -187,6 +220,24 @@ static void test_grow(void)
     CU_ASSERT(it_log_count(log, "restored store counts partition 2") +
                   it_log_count(log, "restored store counts partition 3") >= 1);
     it_msgs_free(&outs);
+}
+
+static void test_grow(void)
+{
+    scenario(getenv("KS_GROW_MODE") ? getenv("KS_GROW_MODE") : "tool", 0, 0);
+}
+
+/* The sources' producers use librdkafka's default partitioner (CRC-32). */
+static void test_grow_crc32(void)
+{
+    scenario("tool", 1, 0);
+}
+
+/* The count reads a repartition topic: it grows too, and the store's keys
+ * move by the engine's murmur2. */
+static void test_grow_repartition(void)
+{
+    scenario("tool", 0, 1);
 }
 
 /* A windowed store cannot be moved: refused before anything changes. */
@@ -221,6 +272,8 @@ int main(void)
 {
     static const it_case cases[] = {
         {"grow", test_grow},
+        {"grow_crc32", test_grow_crc32},
+        {"grow_repartition", test_grow_repartition},
         {"refuse_windowed", test_refuse_windowed},
         {NULL, NULL},
     };
