@@ -234,6 +234,19 @@ static int check_found(const ks_topic_spec *s, const ks_topic_found *f, int ours
     const char *who = ours ? "" : " (it existed before this start; if nothing else created "
                                   "it, a client auto-created it: auto.create.topics.enable "
                                   "is on at the broker)";
+    if (s->need_partitions > 0 && f->partitions < s->need_partitions && s->compact && !ours &&
+        has_compact(f->cleanup_policy)) {
+        /* the usual cause: the sources gained partitions; wiping the state
+         * is no longer the only way */
+        snprintf(err, errlen,
+                 "%s topic %s has %d partitions, expected %d: if the sources gained "
+                 "partitions, stop every process of the application and run `kstreams "
+                 "grow-partitions FILE --partitions %d`, which grows the changelogs and "
+                 "moves each key's state to its new partition (docs/operations.md)",
+                 s->what, s->topic, (int)f->partitions, (int)s->need_partitions,
+                 (int)s->need_partitions);
+        return -1;
+    }
     if (s->need_partitions > 0 && f->partitions != s->need_partitions) {
         snprintf(err, errlen,
                  "%s topic %s has %d partitions, expected %d%s: delete it%s, or create it "
