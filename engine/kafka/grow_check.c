@@ -108,7 +108,10 @@ static int has_record(rd_kafka_t *c, const ks_grow_part *part, int64_t from, int
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c, 200);
         if (!m)
             continue;
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        if (m->rkt && (m->partition != part->partition ||
+                       strcmp(rd_kafka_topic_name(m->rkt), part->topic) != 0))
+            ; /* left over from the partition probed before */
+        else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
             rc = 0;
         else if (!m->err)
             rc = m->offset < end;

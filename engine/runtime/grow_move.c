@@ -99,7 +99,9 @@ static int read_one(rd_kafka_t *consumer, ks_grow_changelog *c, char *err, size_
             continue;
         }
         idle = 0;
-        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+        if (m->rkt && strcmp(rd_kafka_topic_name(m->rkt), c->store->changelog) != 0)
+            ; /* left over from the changelog read before */
+        else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             if (m->partition >= 0 && m->partition < n && !ended[m->partition]) {
                 ended[m->partition] = 1;
                 left--;

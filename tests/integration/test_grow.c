@@ -216,6 +216,22 @@ static void scenario(const char *mode, int crc32, int repartition)
            mode, outs.count, gaps, repeats, foreign, wrong);
     CU_ASSERT(outs.count == (size_t)KEYS * (FIRST + SECOND));
     CU_ASSERT(gaps == 0 && repeats == 0 && foreign == 0 && wrong == 0);
+    /* each key once in the stores, at its total: the old tasks replayed
+     * the tombstones of the keys that left them */
+    snprintf(args, sizeof args, "query '%s' counts --int64", yaml);
+    CU_ASSERT(kstreams(args, buf, sizeof buf) == 0);
+    int entries = 0, at_total = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        char key[64];
+        long v;
+        if (sscanf(line, "%63s %ld", key, &v) == 2) {
+            entries++;
+            at_total += v == FIRST + SECOND;
+        }
+    }
+    printf("%s: the stores hold %d entries, %d at %d\n", mode, entries, at_total,
+           FIRST + SECOND);
+    CU_ASSERT(entries == KEYS && at_total == KEYS);
     /* the new tasks restored the keys moved to them */
     CU_ASSERT(it_log_count(log, "restored store counts partition 2") +
                   it_log_count(log, "restored store counts partition 3") >= 1);
