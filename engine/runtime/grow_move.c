@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "runtime/restore_fold.h"
 #include "runtime/task.h"
 
@@ -248,6 +249,10 @@ int ks_grow_write(rd_kafka_t *producer, const ks_grow_changelog *c, size_t n,
     for (size_t i = 0; !txe && !e && i < n; i++)
         if (c[i].partitions > 0)
             e = write_one(producer, &c[i], partitions, &count);
+    if (!txe && !e) {
+        e = rd_kafka_flush(producer, 300000); /* at the broker, in the open transaction */
+        ks_fault_point(KS_FAULT_GROW_BEFORE_COMMIT);
+    }
     if (!txe && !e)
         txe = rd_kafka_commit_transaction(producer, 300000);
     if (txe || e) {

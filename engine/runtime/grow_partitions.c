@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "kafka/kafka.h"
 #include "kafka/topic_grow.h"
 #include "runtime/grow_move.h"
@@ -223,17 +224,13 @@ static int apply(run *r, char *err, size_t errlen)
     if (grow_kind(r, "changelog", err, errlen) != 0 ||
         grow_kind(r, "repartition", err, errlen) != 0)
         return -1;
-    rd_kafka_error_t *te = rd_kafka_init_transactions(r->producer, 60000);
-    if (te) {
-        snprintf(err, errlen, "init_transactions: %s", rd_kafka_error_string(te));
-        rd_kafka_error_destroy(te);
-        return -1;
-    }
     size_t moved = 0;
     if (ks_grow_write(r->producer, r->changelogs, r->plan->store_count, r->n, &moved, err,
                       errlen) != 0)
         return -1;
     fprintf(r->out, "moved %zu keys in one transaction\n", moved);
+    fflush(r->out);
+    ks_fault_point(KS_FAULT_GROW_BEFORE_SOURCES);
     if (grow_kind(r, "source", err, errlen) != 0)
         return -1;
     warn_late(r);
@@ -252,8 +249,18 @@ static int steps(run *r, int dry_run, char *err, size_t errlen)
         !(r->committed = consumer(p, 1, err, errlen)) ||
         !(r->uncommitted = consumer(p, 0, err, errlen)))
         return -1;
-    if ((rc = ks_grow_check_group(r->producer, p->application, err, errlen)) != 0 ||
-        (rc = count_topics(r, err, errlen)) != 0 || (rc = list_parts(r, err, errlen)) != 0 ||
+    if ((rc = ks_grow_check_group(r->producer, p->application, err, errlen)) != 0)
+        return rc;
+    /* before the checks: it aborts the open transaction of an earlier run
+     * that died (the only one with this transactional.id), which would
+     * otherwise hold the changelogs' last stable offsets back */
+    rd_kafka_error_t *te = rd_kafka_init_transactions(r->producer, 60000);
+    if (te) {
+        snprintf(err, errlen, "init_transactions: %s", rd_kafka_error_string(te));
+        rd_kafka_error_destroy(te);
+        return -1;
+    }
+    if ((rc = count_topics(r, err, errlen)) != 0 || (rc = list_parts(r, err, errlen)) != 0 ||
         (rc = ks_grow_check_parts(r->committed, r->uncommitted, r->parts, r->part_count, err,
                                   errlen)) != 0 ||
         (rc = read_state(r, err, errlen)) != 0)

@@ -8,7 +8,10 @@
  * refusals: records not processed yet ("drain first"), the application
  * running, a windowed store. The same with producers that place keys by
  * CRC-32 (`--partitioner crc32`), and with the count behind a repartition
- * topic (keyed by a field of the value), which grows too.
+ * topic (keyed by a field of the value), which grows too; there the tool
+ * is killed with the moves in an open transaction, and again after their
+ * commit, before the sources grew: the engine refuses to start in between
+ * and a third run finishes the work.
  *
  * KS_GROW_MODE=manual grows the topics by hand instead (source and
  * changelog, as the engine's start-up error suggested before the tool),
@@ -54,17 +57,24 @@ static void make_rec(int i, char *key, size_t klen, char *value, size_t vlen,
                                                          f->partitions, NULL, NULL);
 }
 
-/* Run `kstreams ARGS`, its stdout and stderr in buf; its exit status. */
-static int kstreams(const char *args, char *buf, size_t len)
+/* Run `kstreams ARGS` with the environment variable ENV ("NAME=VALUE",
+ * or ""), its stdout and stderr in buf; its exit status, 128 + the signal
+ * when killed. */
+static int kstreams_env(const char *env, const char *args, char *buf, size_t len)
 {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", it_kstreams(), args);
+    snprintf(cmd, sizeof cmd, "%s '%s' %s 2>&1; exit $?", env, it_kstreams(), args);
     FILE *p = popen(cmd, "r");
     size_t n = p ? fread(buf, 1, len - 1, p) : 0;
     buf[n] = '\0';
     int st = p ? pclose(p) : -1;
-    printf("\n$ kstreams %s\n%s", args, buf);
+    printf("\n$ %s kstreams %s\n%s", env, args, buf);
     return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int kstreams(const char *args, char *buf, size_t len)
+{
+    return kstreams_env("", args, buf, len);
 }
 
 static int partitions_of(const char *topic)
@@ -119,8 +129,24 @@ static int run_until(const char *log, const long *want, it_msgs *outs)
     return rc;
 }
 
+/* grow-partitions killed (SIGKILL) with the moved keys in an open
+ * transaction, then after the commit but before the sources grew: the
+ * engine refuses to start in between, and a last run finishes. */
+static void interrupted_runs(const char *args, char *buf, size_t len)
+{
+    CU_ASSERT(kstreams_env("KS_CRASH_AT=grow-before-commit", args, buf, len) == 128 + 9);
+    CU_ASSERT(kstreams_env("KS_CRASH_AT=grow-before-sources", args, buf, len) == 128 + 9);
+    CU_ASSERT(strstr(buf, "moved ") != NULL && strstr(buf, "moved 0 keys") == NULL);
+    CU_ASSERT(partitions_of(in) == 2);
+    char log[600];
+    snprintf(log, sizeof log, "%s/refused.log", dir);
+    pid_t pid = it_engine_start(yaml, "a", log);
+    CU_ASSERT(it_engine_wait(pid, 30000) == 1);
+    CU_ASSERT(it_log_count(log, "has 4 partitions, expected 2") >= 1);
+}
+
 /* The scenario of the file's comment; `mode` as KS_GROW_MODE says. */
-static void scenario(const char *mode, int crc32, int repartition)
+static void scenario(const char *mode, int crc32, int repartition, int interrupted)
 {
     char buf[32768], args[1024], log[600];
     feed f = {2, crc32, repartition};
@@ -179,9 +205,11 @@ static void scenario(const char *mode, int crc32, int repartition)
                                                     : "(partitioner crc32)") != NULL);
         CU_ASSERT(partitions_of(in) == 2 && partitions_of(changelog) == 2);
         snprintf(args, sizeof args, "grow-partitions '%s' --partitions 4%s", yaml, tool_opts);
+        if (interrupted)
+            interrupted_runs(args, buf, sizeof buf);
         CU_ASSERT(kstreams(args, buf, sizeof buf) == 0);
         CU_ASSERT(strstr(buf, "moved ") != NULL);
-        CU_ASSERT(strstr(buf, "moved 0 keys") == NULL);
+        CU_ASSERT((strstr(buf, "moved 0 keys") == NULL) == !interrupted);
         /* a second run finds nothing left to do */
         CU_ASSERT(kstreams(args, buf, sizeof buf) == 0);
         CU_ASSERT(strstr(buf, "moved 0 keys") != NULL);
@@ -240,20 +268,20 @@ static void scenario(const char *mode, int crc32, int repartition)
 
 static void test_grow(void)
 {
-    scenario(getenv("KS_GROW_MODE") ? getenv("KS_GROW_MODE") : "tool", 0, 0);
+    scenario(getenv("KS_GROW_MODE") ? getenv("KS_GROW_MODE") : "tool", 0, 0, 0);
 }
 
 /* The sources' producers use librdkafka's default partitioner (CRC-32). */
 static void test_grow_crc32(void)
 {
-    scenario("tool", 1, 0);
+    scenario("tool", 1, 0, 0);
 }
 
 /* The count reads a repartition topic: it grows too, and the store's keys
- * move by the engine's murmur2. */
+ * move by the engine's murmur2. The tool is killed twice on the way. */
 static void test_grow_repartition(void)
 {
-    scenario("tool", 0, 1);
+    scenario("tool", 0, 1, 1);
 }
 
 /* A windowed store cannot be moved: refused before anything changes. */
