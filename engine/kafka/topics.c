@@ -247,6 +247,20 @@ static int check_found(const ks_topic_spec *s, const ks_topic_found *f, int ours
                  (int)s->need_partitions);
         return -1;
     }
+    if (s->need_partitions > 0 && f->partitions > s->need_partitions && !ours &&
+        (s->compact ? has_compact(f->cleanup_policy) : s->internal)) {
+        /* an engine's topic with more partitions than the sources: most
+         * likely grown by a grow-partitions run that did not get to the
+         * sources; deleting it would lose the state */
+        snprintf(err, errlen,
+                 "%s topic %s has %d partitions, expected %d (the sources' count): if a "
+                 "`kstreams grow-partitions FILE --partitions %d` run did not finish, run "
+                 "it again (docs/operations.md); if the sources were re-created with fewer "
+                 "partitions, delete it",
+                 s->what, s->topic, (int)f->partitions, (int)s->need_partitions,
+                 (int)f->partitions);
+        return -1;
+    }
     if (s->need_partitions > 0 && f->partitions != s->need_partitions) {
         snprintf(err, errlen,
                  "%s topic %s has %d partitions, expected %d%s: delete it%s, or create it "
