@@ -43,9 +43,10 @@ typedef struct ks_grow_changelog {
 int ks_grow_read(rd_kafka_t *committed, const ks_grow_plan *plan, const int32_t *partitions,
                  ks_grow_changelog **out, char *err, size_t errlen);
 
-/* The state version the store's partitions agree on (>= 0), -1 when none
- * has one, -2 with err when they differ (a task that never ran with the
- * current build: start the application once, stop it, run again). */
+/* The state version the partitions of c (borrowed) agree on (>= 0), -1
+ * when none has one, -2 with err naming `store` when they differ (a task
+ * that never ran with the current build: start the application once, stop
+ * it, run again). */
 int64_t ks_grow_version(const ks_grow_changelog *c, const char *store, char *err,
                         size_t errlen);
 
