@@ -35,6 +35,11 @@
  * DISPATCHING; its records handed to the producer, or acknowledged. */
 #define KS_FAULT_DISPATCH_PRODUCED "outbox-dispatch-produced"
 #define KS_FAULT_DISPATCH_ACKED "outbox-dispatch-acked"
+/* Points of `kstreams grow-partitions` (grow_move.c, grow_partitions.c):
+ * the moved keys are at the broker in an open transaction; the moves
+ * committed, the sources not grown yet. */
+#define KS_FAULT_GROW_BEFORE_COMMIT "grow-before-commit"
+#define KS_FAULT_GROW_BEFORE_SOURCES "grow-before-sources"
 
 /* Die with SIGKILL if KS_CRASH_AT names `point` and this is its n-th
  * visit. Thread-safe. */

@@ -21,6 +21,9 @@ static const ks_cli_command COMMANDS[] = {
      "                      [--format text|json] [--int64] [--hex]\n"
      "                      [--time-format iso|ms] [--raw]",
      ks_cmd_query_help, ks_cmd_query},
+    {"grow-partitions", "give a stopped application's sources more partitions, keeping state",
+     "grow-partitions FILE --partitions N [--partitioner P] [--dry-run]",
+     ks_cmd_grow_partitions_help, ks_cmd_grow_partitions},
     {"reload", "hot deploy: make the running engine load its plugin files again",
      "reload FILE", ks_cmd_reload_help, ks_cmd_reload},
     {"status", "the build each processor runs, the last reload", "status FILE [--json]",

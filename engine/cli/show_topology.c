@@ -39,6 +39,18 @@ static ks_topology *load_topology(const char *file, const char *copy_dir, FILE *
     return t;
 }
 
+ks_topology *ks_cli_load_topology(const char *file, char *dir, size_t dirlen, FILE *errf)
+{
+    if (temp_copy_dir(dir, dirlen) != 0) {
+        fprintf(errf, "mkdtemp: %s\n", strerror(errno));
+        return NULL;
+    }
+    ks_topology *t = load_topology(file, dir, errf);
+    if (!t)
+        rmdir(dir);
+    return t;
+}
+
 ks_exit ks_cli_show_topology(const char *file, ks_topology_view view, int say_ok, FILE *out,
                              FILE *err)
 {

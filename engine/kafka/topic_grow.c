@@ -66,7 +66,7 @@ int ks_topic_grow(rd_kafka_t *rk, const char *topic, int32_t count, int32_t *see
         return -1;
     }
     if (asked)
-        ks_info("outbox", "topic %s grown from %d to %d partitions", topic, n0, n);
+        ks_info("kafka", "topic %s grown from %d to %d partitions", topic, n0, n);
     if (seen)
         *seen = n;
     return 0;

@@ -1,7 +1,8 @@
 /*
  * topic_grow.h - grow a topic's partition count through the admin API
  * (CreatePartitions), as sequential partition assignment does when a
- * user's partition does not exist yet (both outbox backends).
+ * user's partition does not exist yet (both outbox backends), and as
+ * `kstreams grow-partitions` does to sources, repartitions and changelogs.
  */
 #ifndef KS_TOPIC_GROW_H
 #define KS_TOPIC_GROW_H

@@ -226,6 +226,38 @@ static int has_compact(const char *policy)
     return strstr(policy, "compact") != NULL;
 }
 
+/* An existing engine topic of the state (a compacted changelog, a
+ * repartition topic) whose count differs from the sources' because they
+ * were grown, or a grow-partitions run did not finish: the message points
+ * at grow-partitions, since deleting the topic would lose the state. 1
+ * with err written, 0 when that is not the case. */
+static int grown_count(const ks_topic_spec *s, const ks_topic_found *f, char *err,
+                       size_t errlen)
+{
+    int state = s->compact ? has_compact(f->cleanup_policy) : s->internal;
+    if (s->need_partitions <= 0 || !state || f->partitions == s->need_partitions)
+        return 0;
+    if (f->partitions < s->need_partitions && s->compact)
+        snprintf(err, errlen,
+                 "%s topic %s has %d partitions, expected %d: if the sources gained "
+                 "partitions, stop every process of the application and run `kstreams "
+                 "grow-partitions FILE --partitions %d`, which grows the changelogs and "
+                 "moves each key's state to its new partition (docs/operations.md)",
+                 s->what, s->topic, (int)f->partitions, (int)s->need_partitions,
+                 (int)s->need_partitions);
+    else if (f->partitions > s->need_partitions)
+        snprintf(err, errlen,
+                 "%s topic %s has %d partitions, expected %d (the sources' count): if a "
+                 "`kstreams grow-partitions FILE --partitions %d` run did not finish, run "
+                 "it again (docs/operations.md); if the sources were re-created with fewer "
+                 "partitions, delete it",
+                 s->what, s->topic, (int)f->partitions, (int)s->need_partitions,
+                 (int)f->partitions);
+    else
+        return 0;
+    return 1;
+}
+
 /* Compare what exists with what `s` needs; 0 or -1 with err. `ours`: the
  * engine created it just now (a mismatch then means someone raced us). */
 static int check_found(const ks_topic_spec *s, const ks_topic_found *f, int ours, char *err,
@@ -234,6 +266,8 @@ static int check_found(const ks_topic_spec *s, const ks_topic_found *f, int ours
     const char *who = ours ? "" : " (it existed before this start; if nothing else created "
                                   "it, a client auto-created it: auto.create.topics.enable "
                                   "is on at the broker)";
+    if (!ours && grown_count(s, f, err, errlen))
+        return -1;
     if (s->need_partitions > 0 && f->partitions != s->need_partitions) {
         snprintf(err, errlen,
                  "%s topic %s has %d partitions, expected %d%s: delete it%s, or create it "

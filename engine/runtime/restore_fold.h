@@ -7,7 +7,8 @@
  * then does one sequential put per key instead of one random put per
  * record.
  *
- * Private to restorer.c. One thread.
+ * Private to restorer.c and grow_move.c (the latest value of each key of
+ * a changelog partition). One thread.
  */
 #ifndef KS_RESTORE_FOLD_H
 #define KS_RESTORE_FOLD_H

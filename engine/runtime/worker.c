@@ -129,8 +129,10 @@ static int create_task(ks_worker *w, int32_t partition, ks_task **out)
 {
     *out = NULL;
     if (partition < 0 || partition >= w->a.partitions) {
-        fail(w, "assigned partition %d, but the sources have %d partitions: restart the "
-                "engine after repartitioning",
+        fail(w, "assigned partition %d, but the sources have %d partitions: a source "
+                "topic gained partitions while the engine ran; restart the engine after "
+                "repartitioning (with state: stop every process and run kstreams "
+                "grow-partitions first, docs/operations.md)",
              (int)partition, (int)w->a.partitions);
         return KS_ERR_INVALID;
     }

@@ -14,6 +14,7 @@
 #include "kafka/group_members.h"
 #include "kafka/kafka.h"
 #include "kafka/member_id.h"
+#include "kafka/partitioner.h"
 #include "runtime/stall.h"
 #include "base/log.h"
 #include "unit/test_util.h"
@@ -302,6 +303,39 @@ static void test_standby_replicas_setting(void)
     ks_test_parse_err("sb.yaml", text, "standby_replicas");
 }
 
+/* grow-partitions places keys as the sources' producers do: each name is
+ * librdkafka's partitioner of that name, for keyed records. */
+static void test_partitioner_names(void)
+{
+    static const struct {
+        const char *name;
+        int32_t (*rd)(const rd_kafka_topic_t *, const void *, size_t, int32_t, void *, void *);
+    } v[] = {
+        {"murmur2", rd_kafka_msg_partitioner_murmur2},
+        {"murmur2_random", rd_kafka_msg_partitioner_murmur2_random},
+        {"consistent", rd_kafka_msg_partitioner_consistent},
+        {"consistent_random", rd_kafka_msg_partitioner_consistent_random},
+        {"crc32", rd_kafka_msg_partitioner_consistent},
+        {"fnv1a", rd_kafka_msg_partitioner_fnv1a},
+        {"fnv1a_random", rd_kafka_msg_partitioner_fnv1a_random},
+    };
+    int mismatches = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        ks_kafka_partitioner fn = ks_kafka_partitioner_find(v[i].name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(fn);
+        for (int k = 0; k < 500; k++) {
+            char key[32];
+            int n = snprintf(key, sizeof key, "key-%d", k * 7919);
+            int32_t parts = 1 + k % 13;
+            mismatches += fn(key, (size_t)n, parts) !=
+                          v[i].rd(NULL, key, (size_t)n, parts, NULL, NULL);
+        }
+    }
+    CU_ASSERT_EQUAL(mismatches, 0);
+    CU_ASSERT_PTR_NULL(ks_kafka_partitioner_find("random"));
+    CU_ASSERT_PTR_NULL(ks_kafka_partitioner_find(NULL));
+}
+
 void ks_test_register_kafka_conf(void)
 {
     CU_pSuite s = CU_add_suite("kafka-conf", NULL, NULL);
@@ -320,4 +354,5 @@ void ks_test_register_kafka_conf(void)
     CU_add_test(s, "one client.id carries the process and the query address",
                 test_member_client_id);
     CU_add_test(s, "the group's view groups members by process", test_group_view_by_process);
+    CU_add_test(s, "partitioner names place keys as librdkafka's do", test_partitioner_names);
 }
