@@ -41,7 +41,10 @@ int ks_fair_poll_assign(ks_fair_poll *fp, const rd_kafka_topic_partition_list_t 
 void ks_fair_poll_revoke(ks_fair_poll *fp, const rd_kafka_topic_partition_list_t *parts);
 
 /* The next record (or per-partition error event) in fair order, without
- * waiting; NULL when every partition queue is empty. The caller destroys
+ * waiting; NULL when every partition queue is empty. When the queues run
+ * dry after a long run of records it first wakes librdkafka's fetcher (one
+ * watermark query, up to 200 ms; fair_poll.c says why; KS_FETCH_WAKE=0 in
+ * the environment turns it off for measurements). The caller destroys
  * it with rd_kafka_message_destroy(). */
 rd_kafka_message_t *ks_fair_poll_next(ks_fair_poll *fp);
 

@@ -161,6 +161,37 @@ rd_kafka_t *ks_kafka_admin_client(const ks_pipeline *p, char *err, size_t errlen
     return ks_kafka_new(RD_KAFKA_PRODUCER, conf, "cannot create Kafka client", err, errlen);
 }
 
+/* The configuration shared by every consumer outside the main group: group
+ * `<application>-<suffix>`, nothing committed by itself, earliest start.
+ * `defaults` (NULL: a 50 ms fetch wait) may be overridden by the user's
+ * kafka settings; the forced keys may not. */
+static rd_kafka_conf_t *side_conf(const ks_pipeline *p, const char *suffix,
+                                  const char *isolation, int partition_eof,
+                                  const char *const *defaults, char *err, size_t errlen)
+{
+    char group[600];
+    snprintf(group, sizeof group, "%s-%s", p->application, suffix);
+    const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
+                                  "enable.auto.offset.store", "false", "isolation.level",
+                                  isolation, "auto.offset.reset", "earliest",
+                                  "enable.partition.eof", partition_eof ? "true" : "false",
+                                  NULL};
+    /* small batches arrive at once: these consumers feed the outbox */
+    static const char *const fast_fetch[] = {"fetch.wait.max.ms", "50", NULL};
+    return ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults ? defaults : fast_fetch, forced, err,
+                         errlen);
+}
+
+static rd_kafka_t *new_consumer(rd_kafka_conf_t *c, const char *what, char *err,
+                                size_t errlen)
+{
+    if (!c)
+        return NULL;
+    char label[256];
+    snprintf(label, sizeof label, "cannot create the %s consumer", what);
+    return ks_kafka_new(RD_KAFKA_CONSUMER, c, label, err, errlen);
+}
+
 rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
                                    void (*on_rebalance)(rd_kafka_t *, rd_kafka_resp_err_t,
                                                         rd_kafka_topic_partition_list_t *,
@@ -168,22 +199,20 @@ rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
                                    void *opaque, const char *what, char *err,
                                    size_t errlen)
 {
-    char group[600];
-    snprintf(group, sizeof group, "%s-%s", p->application, suffix);
-    const char *const forced[] = {"group.id", group, "enable.auto.commit", "false",
-                                  "enable.auto.offset.store", "false", "isolation.level",
-                                  "read_committed", "auto.offset.reset", "earliest", NULL};
-    /* small batches arrive at once: these consumers feed the outbox */
-    const char *const defaults[] = {"fetch.wait.max.ms", "50", NULL};
-    rd_kafka_conf_t *c = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
-    if (!c)
-        return NULL;
-    if (on_rebalance)
+    rd_kafka_conf_t *c = side_conf(p, suffix, "read_committed", 0, NULL, err, errlen);
+    if (c && on_rebalance)
         rd_kafka_conf_set_rebalance_cb(c, on_rebalance);
-    rd_kafka_conf_set_opaque(c, opaque);
-    char label[256];
-    snprintf(label, sizeof label, "%s consumer", what);
-    return ks_kafka_new(RD_KAFKA_CONSUMER, c, label, err, errlen);
+    if (c)
+        rd_kafka_conf_set_opaque(c, opaque);
+    return new_consumer(c, what, err, errlen);
+}
+
+rd_kafka_t *ks_kafka_assign_consumer(const ks_pipeline *p, const char *suffix,
+                                     const char *isolation, const char *const *defaults,
+                                     const char *what, char *err, size_t errlen)
+{
+    return new_consumer(side_conf(p, suffix, isolation, 1, defaults, err, errlen), what, err,
+                        errlen);
 }
 
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, char *err,

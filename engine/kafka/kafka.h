@@ -54,6 +54,18 @@ rd_kafka_t *ks_kafka_side_consumer(const ks_pipeline *p, const char *suffix,
                                    void *opaque, const char *what, char *err,
                                    size_t errlen);
 
+/* An assign-only consumer (it never joins a group: the group.id
+ * `<application>-<suffix>` only keeps librdkafka 2.0.2 from looping on
+ * _UNKNOWN_GROUP) that commits nothing, starts at the earliest offset and
+ * reports the end of each partition (enable.partition.eof): the restorer's
+ * and the global tables' readers. `isolation` is "read_committed" or
+ * "read_uncommitted"; `defaults` (NULL-terminated key/value pairs, NULL for
+ * a 50 ms fetch wait) yield to the user's kafka settings. Returns a new
+ * client owned by the caller, or NULL with err naming `what`. */
+rd_kafka_t *ks_kafka_assign_consumer(const ks_pipeline *p, const char *suffix,
+                                     const char *isolation, const char *const *defaults,
+                                     const char *what, char *err, size_t errlen);
+
 /* Partition count of `topic`: > 0, 0 when the topic does not exist, -1 on
  * error (err set). */
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms,

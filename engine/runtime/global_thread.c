@@ -33,18 +33,8 @@ struct ks_global_thread {
 
 static rd_kafka_t *new_consumer(const ks_pipeline *p, char *err, size_t errlen)
 {
-    char group[600];
-    /* assign-only: the group.id only keeps librdkafka 2.0.2 from looping
-     * on _UNKNOWN_GROUP; nothing is committed */
-    snprintf(group, sizeof group, "%s-global", p->application);
-    const char *forced[] = {"group.id", group, "enable.auto.commit", "false",
-                            "isolation.level", "read_committed", "enable.partition.eof",
-                            "true", "auto.offset.reset", "earliest", NULL};
-    const char *defaults[] = {"fetch.wait.max.ms", "50", NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
-    return conf ? ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create the global consumer",
-                               err, errlen)
-                : NULL;
+    return ks_kafka_assign_consumer(p, "global", "read_committed", NULL, "global", err,
+                                    errlen);
 }
 
 /* The index of `topic` among p->globals, or -1. */

@@ -39,16 +39,11 @@ typedef struct pass {
     int64_t started_ms, progress_ms, positions_ms, report_ms;
 } pass;
 
-/* An assign-only consumer (never joins the group; the group.id only keeps
- * librdkafka 2.0.2 from looping on _UNKNOWN_GROUP). */
+/* The restorer's readers: read_committed for the replay, read_uncommitted
+ * for the probe of the end offsets. */
 static rd_kafka_t *new_client(const ks_pipeline *p, const char *isolation, char *err,
                               size_t errlen)
 {
-    char group[600];
-    snprintf(group, sizeof group, "%s-restore", p->application);
-    const char *forced[] = {"group.id", group, "enable.auto.commit", "false",
-                            "isolation.level", isolation, "enable.partition.eof",
-                            "true", "auto.offset.reset", "earliest", NULL};
     /* Restore reads to the end of a partition: with the default 500 ms
      * fetch.wait.max.ms the broker holds the last (empty) fetch 500 ms, and
      * the offset queries behind it on the same connection wait too: ~1 s per
@@ -57,13 +52,9 @@ static rd_kafka_t *new_client(const ks_pipeline *p, const char *isolation, char 
      * about once a second, while the replay drains 100 000 records in less:
      * a bigger prefetch (still capped by queued.max.messages.kbytes) keeps
      * the replay fed (bench/, docs/performance.md). */
-    const char *defaults[] = {"fetch.wait.max.ms", "10", "queued.min.messages", "1000000",
-                              NULL};
-    rd_kafka_conf_t *conf = ks_kafka_conf(p, RD_KAFKA_CONSUMER, defaults, forced, err, errlen);
-    if (!conf)
-        return NULL;
-    return ks_kafka_new(RD_KAFKA_CONSUMER, conf, "cannot create restore consumer", err,
-                        errlen);
+    static const char *const defaults[] = {"fetch.wait.max.ms", "10", "queued.min.messages",
+                                           "1000000", NULL};
+    return ks_kafka_assign_consumer(p, "restore", isolation, defaults, "restore", err, errlen);
 }
 
 int ks_restorer_init(ks_restorer *r, ks_engine *eng, const char *where, char *err,
