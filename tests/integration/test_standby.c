@@ -193,21 +193,6 @@ static int wait_query_routing(int qa, int qb, int timeout_ms)
     return aa == 2 && ra == 2 && ab == 2 && rb == 2 ? 0 : -1;
 }
 
-/* `kstreams ARGS`: stdout into out, stderr into the file errpath. The
- * exit status, -1 when it did not exit. */
-static int kstreams_err(const char *args, char *out, size_t outlen, const char *errpath)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s 2>%s", it_kstreams(), args, errpath);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, outlen - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* Standby reads (`--standby`, `standby=1`): of each task A runs, B holds
  * the standby and answers itself, marked stale (caught up: 0 behind),
  * with exactly what A answers; without the flag B redirects to A. B's
@@ -227,7 +212,7 @@ static int standby_reads(const char *dir, const char *yaml, int qa, int qb, int 
         int flagged = it_http(qb, "GET", path, NULL, NULL, 0);
         snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --partition %d "
                                     "--int64 --standby", yaml, qb, p);
-        if (kstreams_err(args, from_b, sizeof from_b, err) != 0)
+        if (it_kstreams_run(args, from_b, sizeof from_b, err) != 0)
             return -1;
         int stale = it_log_count(err, "partition ") == 1 &&
                     it_log_count(err, ": stale, from a standby copy at changelog offset ") == 1 &&
@@ -235,7 +220,7 @@ static int standby_reads(const char *dir, const char *yaml, int qa, int qb, int 
         int unmarked = it_log_count(err, "stale") == 0;
         snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --partition %d "
                                     "--int64", yaml, qa, p);
-        if (kstreams_err(args, from_a, sizeof from_a, err) != 0)
+        if (it_kstreams_run(args, from_a, sizeof from_a, err) != 0)
             return -1;
         int same = strcmp(from_a, from_b) == 0 && strlen(from_a) > 2;
         printf("\n  task %d: B answers %d, with standby=1 %d; --standby from B: %s, %s A's",
