@@ -19,7 +19,7 @@ static const ks_cli_command COMMANDS[] = {
      "query FILE STORE [--partition P]\n"
      "                      [--key K | --key-hex HEX | KEY RANGE] [--from T] [--to T]\n"
      "                      [--format text|json] [--int64] [--hex]\n"
-     "                      [--time-format iso|ms] [--raw]",
+     "                      [--time-format iso|ms] [--raw] [--remote URL [--standby]]",
      ks_cmd_query_help, ks_cmd_query},
     {"reload", "hot deploy: make the running engine load its plugin files again",
      "reload FILE", ks_cmd_reload_help, ks_cmd_reload},

@@ -2,7 +2,9 @@
  * query_server.c - see query_server.h. One libmicrohttpd thread answers
  * (http/httpd.c); a key is read under the task registry's lock
  * (query_tasks.h) through a read snapshot of the task's LMDB environment
- * (ks_store_snap_*: committed data only, the worker's batch never waits).
+ * (ks_store_snap_*: committed data only, the worker's batch never waits);
+ * a standby read (`standby=1`) reads a standby's store the same way under
+ * the standby thread's lock (standby.h), which keeps it open meanwhile.
  * The map partition -> holder comes from describing the group, done by a
  * thread of its own (the router) so that a slow broker never holds the
  * HTTP thread for more than REFRESH_WAIT_MS. A request asks the router
