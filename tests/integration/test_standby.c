@@ -196,8 +196,9 @@ static int wait_query_routing(int qa, int qb, int timeout_ms)
 /* Standby reads (`--standby`, `standby=1`): of each task A runs, B holds
  * the standby and answers itself, marked stale (caught up: 0 behind),
  * with exactly what A answers; without the flag B redirects to A. B's
- * own tasks answer fresh, flag or not. How many tasks of A B answered
- * (*fresh: of its own); -1 on a failed query. */
+ * own tasks answer fresh, flag or not; B's /v1/tasks says which it holds
+ * standbys of. How many tasks of A B answered (*fresh: of its own); -1 on
+ * a failed query or a wrong /v1/tasks. */
 static int standby_reads(const char *dir, const char *yaml, int qa, int qb, int *fresh)
 {
     char err[512], args[1024], path[256];
@@ -229,7 +230,22 @@ static int standby_reads(const char *dir, const char *yaml, int qa, int qb, int 
         answered += plain == 307 && flagged == 200 && stale && same;
         *fresh += plain == 200 && flagged == 200 && unmarked && same;
     }
-    return answered;
+    /* /v1/tasks names them: standby true for A's tasks, false for B's */
+    char tasks[8192];
+    json_t *doc = it_http(qb, "GET", "/v1/tasks", NULL, tasks, sizeof tasks) == 200
+                      ? json_loads(tasks, 0, NULL)
+                      : NULL;
+    int marked = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(doc, "tasks"), i, t) {
+        const char *state = json_string_value(json_object_get(t, "state"));
+        int standby = json_is_true(json_object_get(t, "standby"));
+        marked += state && standby == (strcmp(state, "remote") == 0);
+    }
+    json_decref(doc);
+    printf("\n  B's /v1/tasks: %d of 4 tasks say standby true exactly when A runs them", marked);
+    return marked == 4 ? answered : -1;
 }
 
 static void test_standby_failover(void)
