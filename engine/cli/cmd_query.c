@@ -38,6 +38,9 @@ const char ks_cmd_query_help[] =
     "                   (http://HOST:PORT of any of its processes, `query:` in\n"
     "                   FILE; its token is sent) instead of reading the local\n"
     "                   state directory; prints JSON (docs/scaling.md)\n"
+    "  --standby        with --remote: a process holding a standby copy of a\n"
+    "                   task (or the task, restoring) answers from it: maybe\n"
+    "                   stale, said on stderr with its changelog offset\n"
     "Windowed store (the store of count, aggregate or reduce with `window:`):\n"
     "one line per window, KEY<TAB>START<TAB>END<TAB>VALUE (no KEY for one\n"
     "key), partition by partition, keys in byte order, windows by start;\n"
@@ -72,6 +75,7 @@ enum {
     OPT_HEX,
     OPT_RAW,
     OPT_REMOTE,
+    OPT_STANDBY,
 };
 
 static const struct option OPTIONS[] = {
@@ -90,6 +94,7 @@ static const struct option OPTIONS[] = {
     {"hex", no_argument, NULL, OPT_HEX},
     {"raw", no_argument, NULL, OPT_RAW},
     {"remote", required_argument, NULL, OPT_REMOTE},
+    {"standby", no_argument, NULL, OPT_STANDBY},
     {0},
 };
 
@@ -104,6 +109,7 @@ typedef struct query_args {
     const char *remote;                 /* --remote URL, or NULL */
     int format_set;
     int int64, hex, raw;
+    int standby; /* --standby */
 } query_args;
 
 static ks_exit usage(FILE *err, const char *fmt, const char *arg)
@@ -178,6 +184,9 @@ static int on_option(void *ctx, int opt, const char *value, FILE *err)
     case OPT_RAW:
         a->raw = 1;
         break;
+    case OPT_STANDBY:
+        a->standby = 1;
+        break;
     case OPT_PARTITION:
         a->partition = strtol(value, &end, 10);
         if (*end || end == value || a->partition < 0 || a->partition > INT32_MAX)
@@ -190,6 +199,9 @@ static int on_option(void *ctx, int opt, const char *value, FILE *err)
 /* The checks that need every option: exclusive and repeated ones. */
 static int check_args(const query_args *a, FILE *err)
 {
+    if (a->standby && !a->remote)
+        return usage(err, "%s", "--standby goes with --remote (a local query reads the state "
+                                "directory, whichever copy it holds)");
     if (a->key_args > 1)
         return usage(err, "%s", "give one key: --key or --key-hex, once");
     if (a->kfrom_args > 1 || a->kto_args > 1)
@@ -400,7 +412,8 @@ static int run_query(query_args *a, ks_query *q, FILE *out, FILE *err)
         if (a->raw || (a->format_set && !q->json))
             rc = usage(err, "%s", "--remote prints JSON (--format json) and has no --raw");
         else
-            rc = ks_query_remote(a->remote, p->query_token, q, a->partition, out, err);
+            rc = ks_query_remote(a->remote, p->query_token, q, a->partition, a->standby, out,
+                                 err);
         ks_pipeline_free(p);
         return rc;
     }

@@ -19,7 +19,7 @@ static const ks_cli_command COMMANDS[] = {
      "query FILE STORE [--partition P]\n"
      "                      [--key K | --key-hex HEX | KEY RANGE] [--from T] [--to T]\n"
      "                      [--format text|json] [--int64] [--hex]\n"
-     "                      [--time-format iso|ms] [--raw]",
+     "                      [--time-format iso|ms] [--raw] [--remote URL [--standby]]",
      ks_cmd_query_help, ks_cmd_query},
     {"grow-partitions", "give a stopped application's sources more partitions, keeping state",
      "grow-partitions FILE --partitions N [--partitioner P] [--dry-run]",

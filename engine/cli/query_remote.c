@@ -35,7 +35,7 @@ static void append(char *buf, size_t len, size_t *o, const char *name, const uns
 }
 
 /* The path of the query for `partition` (-1: the key's). */
-static void query_path(const ks_query *q, int32_t partition, char *buf, size_t len)
+static void query_path(const ks_query *q, int32_t partition, int standby, char *buf, size_t len)
 {
     size_t o = (size_t)snprintf(buf, len, "/v1/query?");
     append(buf, len, &o, "store", (const unsigned char *)q->store, strlen(q->store), 0);
@@ -59,7 +59,23 @@ static void query_path(const ks_query *q, int32_t partition, char *buf, size_t l
     if (q->int64)
         o += (size_t)snprintf(buf + o, len - o, "&int64=1");
     if (q->hex)
-        snprintf(buf + o, len - o, "&hex=1");
+        o += (size_t)snprintf(buf + o, len - o, "&hex=1");
+    if (standby)
+        snprintf(buf + o, len - o, "&standby=1");
+}
+
+/* A stale answer (`--standby`) says so on err: what answered, how far. */
+static void note_stale(const ks_http_reply *r, const char *what, FILE *err)
+{
+    if (!r->stale)
+        return;
+    fprintf(err, "kstreams query: %s: stale, from a %s copy", what,
+            strcmp(r->stale, "restoring") == 0 ? "restoring" : r->stale);
+    if (r->changelog_offset)
+        fprintf(err, " at changelog offset %s", r->changelog_offset);
+    if (r->lag)
+        fprintf(err, ", about %s records behind", r->lag);
+    fputc('\n', err);
 }
 
 /* GET url+path, following up to MAX_REDIRECTS 307s. 0 with *reply (any
@@ -131,14 +147,15 @@ static int partitions_of(const char *url, const char *token, FILE *err)
 }
 
 ks_exit ks_query_remote(const char *url, const char *token, const ks_query *q, long partition,
-                        FILE *out, FILE *err)
+                        int standby, FILE *out, FILE *err)
 {
     char path[8192];
     ks_http_reply r;
     if (q->key) {
-        query_path(q, -1, path, sizeof path);
+        query_path(q, -1, standby, path, sizeof path);
         if (get(url, path, token, &r, err) != 0)
             return KS_EXIT_FAILURE;
+        note_stale(&r, "the key", err);
         ks_exit rc = r.status == 200 ? KS_EXIT_OK : refused(&r, err);
         if (rc == KS_EXIT_OK)
             fputs(r.body, out);
@@ -151,10 +168,13 @@ ks_exit ks_query_remote(const char *url, const char *token, const ks_query *q, l
     json_t *all = json_array();
     ks_exit rc = all ? KS_EXIT_OK : KS_EXIT_FAILURE;
     for (int i = 0; i < n && rc == KS_EXIT_OK; i++) {
-        query_path(q, partition >= 0 ? (int32_t)partition : i, path, sizeof path);
+        int32_t part = partition >= 0 ? (int32_t)partition : i;
+        char what[32];
+        snprintf(what, sizeof what, "partition %d", (int)part);
+        query_path(q, part, standby, path, sizeof path);
         if (get(url, path, token, &r, err) != 0)
             rc = KS_EXIT_FAILURE;
-        else if (r.status != 200)
+        else if (note_stale(&r, what, err), r.status != 200)
             rc = refused(&r, err);
         else {
             json_t *part = json_loads(r.body, 0, NULL);

@@ -17,10 +17,12 @@
 
 /* The query q (filled by cmd_query.c: store, key or key range, window
  * bounds tfrom/tto when windowed, int64, hex), sent to `url` with
- * `token` (NULL: none); `partition` -1 for all. Exit codes as
+ * `token` (NULL: none); `partition` -1 for all; `standby` 1: a standby
+ * or a restoring task may answer (`standby=1`; a stale answer is noted
+ * on err with its changelog offset and lag). Exit codes as
  * `kstreams query`: 0, 1 (server unreachable, an error answer), 3 (key
  * not found, no such store), 64 (the server refused the request). */
 ks_exit ks_query_remote(const char *url, const char *token, const ks_query *q, long partition,
-                        FILE *out, FILE *err);
+                        int standby, FILE *out, FILE *err);
 
 #endif /* KS_CLI_QUERY_REMOTE_H */

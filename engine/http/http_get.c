@@ -55,6 +55,20 @@ static int connect_to(const char *host, const char *port, int timeout_ms)
     return fd;
 }
 
+/* When the header line [line, eol) is `name` (with its colon; the first
+ * such line only): its value into *out. 0, or -1 out of memory. */
+static int header(const char *line, const char *eol, const char *name, char **out)
+{
+    size_t n = strlen(name);
+    if (*out || (size_t)(eol - line) < n || strncasecmp(line, name, n) != 0)
+        return 0;
+    const char *v = line + n;
+    while (v < eol && (*v == ' ' || *v == '\t'))
+        v++;
+    *out = strndup(v, (size_t)(eol - v));
+    return *out ? 0 : -1;
+}
+
 int ks_http_parse_reply(const char *data, size_t len, ks_http_reply *reply)
 {
     memset(reply, 0, sizeof *reply);
@@ -79,13 +93,12 @@ int ks_http_parse_reply(const char *data, size_t len, ks_http_reply *reply)
         const char *eol = memchr(line, '\r', (size_t)(end - line + 1));
         if (!eol)
             break;
-        if ((size_t)(eol - line) > 9 && strncasecmp(line, "Location:", 9) == 0 && !reply->location) {
-            const char *v = line + 9;
-            while (v < eol && (*v == ' ' || *v == '\t'))
-                v++;
-            reply->location = strndup(v, (size_t)(eol - v));
-            if (!reply->location)
-                return -1;
+        if (header(line, eol, "Location:", &reply->location) != 0 ||
+            header(line, eol, "X-Kstreams-Stale:", &reply->stale) != 0 ||
+            header(line, eol, "X-Kstreams-Changelog-Offset:", &reply->changelog_offset) != 0 ||
+            header(line, eol, "X-Kstreams-Lag:", &reply->lag) != 0) {
+            ks_http_reply_free(reply);
+            return -1;
         }
         line = eol + 1;
     }
@@ -165,6 +178,9 @@ int ks_http_get(const char *url, const char *path, const char *token, int timeou
 void ks_http_reply_free(ks_http_reply *reply)
 {
     free(reply->location);
+    free(reply->stale);
+    free(reply->changelog_offset);
+    free(reply->lag);
     free(reply->body);
     memset(reply, 0, sizeof *reply);
 }

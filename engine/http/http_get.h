@@ -12,6 +12,9 @@
 typedef struct ks_http_reply {
     int status;     /* e.g. 200, 307 */
     char *location; /* the Location header, or NULL (owned) */
+    /* a stale answer's marks (docs/scaling.md "Standby reads"), or NULL
+     * (owned): X-Kstreams-Stale, -Changelog-Offset, -Lag */
+    char *stale, *changelog_offset, *lag;
     char *body;     /* NUL-terminated (owned) */
     size_t len;
 } ks_http_reply;

@@ -248,6 +248,13 @@ void ks_http_clean_text(const char *in, char *out, size_t outlen)
 enum MHD_Result ks_http_send(struct MHD_Connection *c, unsigned code, const char *content_type,
                              char *body, size_t len)
 {
+    return ks_http_send_headers(c, code, content_type, body, len, NULL);
+}
+
+enum MHD_Result ks_http_send_headers(struct MHD_Connection *c, unsigned code,
+                                     const char *content_type, char *body, size_t len,
+                                     const char *const *headers)
+{
     static const char fallback[] = "the answer could not be built; see the engine log\n";
     struct MHD_Response *r = NULL;
     if (body && !(r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)))
@@ -260,6 +267,8 @@ enum MHD_Result ks_http_send(struct MHD_Connection *c, unsigned code, const char
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(r, headers[i], headers[i + 1]);
     enum MHD_Result ret = MHD_queue_response(c, code, r);
     MHD_destroy_response(r);
     return ret;

@@ -65,4 +65,10 @@ void ks_http_clean_text(const char *in, char *out, size_t outlen);
 enum MHD_Result ks_http_send(struct MHD_Connection *c, unsigned code, const char *content_type,
                              char *body, size_t len);
 
+/* ks_http_send with more headers: `headers` (borrowed; NULL for none) is
+ * name, value, name, value, ..., NULL. */
+enum MHD_Result ks_http_send_headers(struct MHD_Connection *c, unsigned code,
+                                     const char *content_type, char *body, size_t len,
+                                     const char *const *headers);
+
 #endif /* KS_HTTPD_H */

@@ -56,10 +56,11 @@ int ks_query_bytes_hex(ks_query_bytes *b, const char *s)
 }
 
 enum { P_STORE, P_KEY, P_KEY_HEX, P_FROM_KEY, P_FROM_KEY_HEX, P_TO_KEY, P_TO_KEY_HEX,
-       P_FROM, P_TO, P_PARTITION, P_INT64, P_HEX, P_N };
+       P_FROM, P_TO, P_PARTITION, P_INT64, P_HEX, P_STANDBY, P_N };
 static const char *const PARAMS[P_N] = {"store",    "key",         "key_hex", "from_key",
                                         "from_key_hex", "to_key",  "to_key_hex", "from",
-                                        "to",       "partition",   "int64",   "hex"};
+                                        "to",       "partition",   "int64",   "hex",
+                                        "standby"};
 
 /* A flag's value: "0" or "1". */
 static int flag(const char *v, int *out)
@@ -119,6 +120,9 @@ static int set_param(ks_query_request *r, int i, const char *v, char *err, size_
     case P_HEX:
         rc = flag(v, &r->hex);
         break;
+    case P_STANDBY:
+        rc = flag(v, &r->standby);
+        break;
     }
     if (rc != 0)
         snprintf(err, errlen, "bad value for '%s'%s", PARAMS[i],
@@ -150,7 +154,8 @@ int ks_query_request_parse(ks_query_request *r, const char *const *names,
                 if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
                     *c = '?';
             snprintf(err, errlen, "unknown parameter '%s'; known: store, key, key_hex, "
-                                  "from_key, to_key, from, to, partition, int64, hex", clean);
+                                  "from_key, to_key, from, to, partition, int64, hex, standby",
+                     clean);
             return -1;
         }
         if (seen & 1u << i) {

@@ -25,12 +25,13 @@ typedef struct ks_query_request {
     int64_t tfrom, tto;    /* parsed; INT64_MIN / INT64_MAX when not given */
     int32_t partition;     /* `partition=`, or -1 */
     int int64, hex;
+    int standby; /* `standby=1`: a standby's or a restoring task's store may answer */
 } ks_query_request;
 
 /*
  * Parse n (name, value) pairs (URL-decoded) into *r. Parameters: store
  * (required), key or key_hex, from_key[_hex], to_key[_hex], from, to,
- * partition, int64 and hex (0 or 1). 0, or -1 with the reason in err (an
+ * partition, int64, hex and standby (0 or 1). 0, or -1 with the reason in err (an
  * unknown or repeated parameter, a bad value): the server answers 400 with
  * it. *r is filled as far as it got: free it in any case.
  */

@@ -2,7 +2,9 @@
  * query_server.c - see query_server.h. One libmicrohttpd thread answers
  * (http/httpd.c); a key is read under the task registry's lock
  * (query_tasks.h) through a read snapshot of the task's LMDB environment
- * (ks_store_snap_*: committed data only, the worker's batch never waits).
+ * (ks_store_snap_*: committed data only, the worker's batch never waits);
+ * a standby read (`standby=1`) reads a standby's store the same way under
+ * the standby thread's lock (standby.h), which keeps it open meanwhile.
  * The map partition -> holder comes from describing the group, done by a
  * thread of its own (the router) so that a slow broker never holds the
  * HTTP thread for more than REFRESH_WAIT_MS. A request asks the router
@@ -31,6 +33,7 @@
 #include "query/query_request.h"
 #include "query/query_store.h"
 #include "runtime/query_tasks.h"
+#include "runtime/standby.h"
 #include "runtime/topology.h"
 #include "window/window_core.h"
 
@@ -167,8 +170,10 @@ static int holder_of(ks_query_server *s, int32_t partition, char *buf, size_t le
 
 /* ---- answers -------------------------------------------------------------- */
 
-/* Send `doc` (taken) as JSON with `code`. */
-static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_t *doc)
+/* Send `doc` (taken) as JSON with `code` and `headers` (name, value, ...,
+ * NULL; NULL for none). */
+static enum MHD_Result send_json_with(struct MHD_Connection *c, unsigned code, json_t *doc,
+                                      const char *const *headers)
 {
     char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
@@ -181,14 +186,25 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_t
             body[len] = '\0';
         }
     }
-    return ks_http_send(c, code, "application/json", body, len);
+    return ks_http_send_headers(c, code, "application/json", body, len, headers);
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, json_t *doc)
+{
+    return send_json_with(c, code, doc, NULL);
+}
+
+static enum MHD_Result send_error_with(struct MHD_Connection *c, unsigned code,
+                                       const char *msg, const char *const *headers)
+{
+    char clean[1024];
+    ks_http_clean_text(msg, clean, sizeof clean);
+    return send_json_with(c, code, json_pack("{s:s}", "error", clean), headers);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const char *msg)
 {
-    char clean[1024];
-    ks_http_clean_text(msg, clean, sizeof clean);
-    return send_json(c, code, json_pack("{s:s}", "error", clean));
+    return send_error_with(c, code, msg, NULL);
 }
 
 /* ---- parameters ----------------------------------------------------------- */
@@ -325,29 +341,86 @@ static json_t *restoring_doc(int32_t partition, const ks_qt_status *st)
                      (json_int_t)st->total);
 }
 
-/* Read q from the active task of `partition`. 1 when it is not active here
- * (*st says why), 0 after reading, or a negative ks_err. */
-static int read_task(ks_query_server *s, int32_t partition, int store, ks_query *q,
-                     ks_qt_status *st)
+/* How old an answer may be: what a `standby=1` read was answered from. */
+typedef struct staleness {
+    const char *kind; /* "standby", "restoring", or NULL: the active task (fresh) */
+    int64_t offset;   /* the store's changelog checkpoint in the snapshot read, -1 none */
+    int64_t lag;      /* about how many changelog records it lacks, -1 not known */
+} staleness;
+
+/* Read q from store `store` of `task` through a read snapshot; *offset:
+ * that store's checkpoint in it (-1 none). 0 or a negative ks_err. */
+static int read_store(ks_task *task, int32_t partition, int store, ks_query *q,
+                      int64_t *offset)
 {
-    ks_task *task =
-        ks_query_tasks_lock(s->eng->qtasks, partition, s->p->stores[store].name, st);
-    int rc = 1;
-    if (task && task->env && task->dbs && task->dbs[store]) {
-        ks_store_snap *snap = NULL;
-        rc = ks_store_snap_begin(task->env, &snap);
-        if (rc == 0) {
-            q->snap = snap;
-            q->partition = partition;
-            rc = ks_query_read(q, task->dbs[store]);
-            ks_store_snap_end(snap);
-            q->snap = NULL;
-        }
-    } else if (task) {
-        rc = 0; /* a task without this store: nothing in it */
+    *offset = -1;
+    if (!task->env || !task->dbs || !task->dbs[store])
+        return 0; /* a task without this store: nothing in it */
+    ks_store_snap *snap = NULL;
+    int rc = ks_store_snap_begin(task->env, &snap);
+    if (rc != 0)
+        return rc;
+    if (ks_store_snap_checkpoint(snap, task->dbs[store], offset) != 0)
+        *offset = -1;
+    q->snap = snap;
+    q->partition = partition;
+    rc = ks_query_read(q, task->dbs[store]);
+    ks_store_snap_end(snap);
+    q->snap = NULL;
+    return rc;
+}
+
+/* Read q from the active task of `partition` or, with `stale_ok`, from
+ * that task while it restores or from a standby of it here (*how says
+ * which). 1 when none of them is here (*st says why), 0 after reading,
+ * or a negative ks_err. */
+static int read_task(ks_query_server *s, int32_t partition, int store, int stale_ok,
+                     ks_query *q, ks_qt_status *st, staleness *how)
+{
+    const char *name = s->p->stores[store].name;
+    ks_task *task = stale_ok ? ks_query_tasks_lock_stale(s->eng->qtasks, partition, name, st)
+                             : ks_query_tasks_lock(s->eng->qtasks, partition, name, st);
+    int rc = task ? read_store(task, partition, store, q, &how->offset) : 1;
+    if (task && st->state == KS_QT_RESTORING) {
+        how->kind = "restoring";
+        if (strcmp(st->store, name) == 0 && st->total >= 0)
+            how->lag = st->total > (int64_t)st->done ? st->total - (int64_t)st->done : 0;
     }
     ks_query_tasks_unlock(s->eng->qtasks);
+    if (rc != 1 || !stale_ok)
+        return rc;
+    /* the standby thread neither closes nor commits it while we read */
+    int64_t lag;
+    task = ks_standby_lock(s->eng->standby, partition, store, &lag);
+    if (task) {
+        rc = read_store(task, partition, store, q, &how->offset);
+        how->kind = "standby";
+        how->lag = lag;
+    }
+    ks_standby_unlock(s->eng->standby);
     return rc;
+}
+
+/* The headers that mark a stale answer into h (name, value, ..., NULL),
+ * the numbers printed into num. */
+static void stale_headers(const staleness *how, const char *h[7], char num[2][24])
+{
+    size_t n = 0;
+    if (how->kind) {
+        h[n++] = "X-Kstreams-Stale";
+        h[n++] = how->kind;
+    }
+    if (how->kind && how->offset >= 0) {
+        snprintf(num[0], sizeof num[0], "%lld", (long long)how->offset);
+        h[n++] = "X-Kstreams-Changelog-Offset";
+        h[n++] = num[0];
+    }
+    if (how->kind && how->lag >= 0) {
+        snprintf(num[1], sizeof num[1], "%lld", (long long)how->lag);
+        h[n++] = "X-Kstreams-Lag";
+        h[n++] = num[1];
+    }
+    h[n] = NULL;
 }
 
 static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c)
@@ -374,7 +447,11 @@ static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c
     }
     enum MHD_Result ret;
     ks_qt_status st;
-    int rc = code ? 0 : read_task(s, part, store, &q, &st);
+    staleness how = {NULL, -1, -1};
+    int rc = code ? 0 : read_task(s, part, store, r.standby, &q, &st, &how);
+    const char *marks[7];
+    char num[2][24];
+    stale_headers(&how, marks, num);
     char holder[256];
     if (code) {
         ret = send_error(c, code, msg);
@@ -383,11 +460,12 @@ static enum MHD_Result answer_query(ks_query_server *s, struct MHD_Connection *c
                  rc);
         ret = send_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, msg);
     } else if (rc == 0 && r.key.set && !q.found) {
-        snprintf(msg, sizeof msg, "key not found in store '%s'", r.store);
-        ret = send_error(c, MHD_HTTP_NOT_FOUND, msg);
+        snprintf(msg, sizeof msg, "key not found in store '%s'%s", r.store,
+                 how.kind ? " (a stale copy of it)" : "");
+        ret = send_error_with(c, MHD_HTTP_NOT_FOUND, msg, marks);
     } else if (rc == 0) { /* as `kstreams query --format json` prints it */
         json_t *doc = r.key.set && q.kind == KS_WIN_NONE ? json_array_get(q.array, 0) : q.array;
-        ret = send_json(c, MHD_HTTP_OK, json_incref(doc));
+        ret = send_json_with(c, MHD_HTTP_OK, json_incref(doc), marks);
     } else if (st.state == KS_QT_RESTORING) {
         ret = send_json(c, MHD_HTTP_SERVICE_UNAVAILABLE, restoring_doc(part, &st));
     } else if (holder_of(s, part, holder, sizeof holder) == 0) {
@@ -419,8 +497,11 @@ static enum MHD_Result answer_tasks(ks_query_server *s, struct MHD_Connection *c
                             : s->holder[i]                ? "remote"
                                                           : "unassigned";
         const char *h = st.state != KS_QT_ABSENT ? s->self : s->holder[i];
-        json_array_append_new(tasks, json_pack("{s:i,s:s,s:s?}", "partition", (int)i, "state",
-                                               state, "holder", h));
+        int64_t lag;
+        int standby = ks_standby_lock(s->eng->standby, i, -1, &lag) != NULL;
+        ks_standby_unlock(s->eng->standby);
+        json_array_append_new(tasks, json_pack("{s:i,s:s,s:s?,s:b}", "partition", (int)i, "state",
+                                               state, "holder", h, "standby", standby));
     }
     pthread_mutex_unlock(&s->lock);
     return send_json(c, MHD_HTTP_OK,

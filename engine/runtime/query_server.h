@@ -5,6 +5,7 @@
  *
  *   GET /v1/query?store=S&key=K[&from=T&to=T]   one key (its windows)
  *   GET /v1/query?store=S&partition=P[&from_key=A&to_key=B][&from=&to=]
+ *       (either with [&standby=1]: a stale copy here may answer)
  *   GET /v1/tasks                                who holds each partition
  *
  * answered with the JSON `kstreams query --format json` prints. A key's
@@ -12,7 +13,9 @@
  * not run is answered with 307 to the process that does, found by
  * describing the consumer group (each worker's client.id carries its
  * process's query address); a task that is restoring answers 503 with the
- * restore's progress.
+ * restore's progress. With `standby=1` the task restoring here, or a
+ * standby of it here (standby.h), answers instead, marked stale by the
+ * X-Kstreams-Stale, -Changelog-Offset and -Lag headers.
  */
 #ifndef KS_QUERY_SERVER_H
 #define KS_QUERY_SERVER_H

@@ -149,8 +149,9 @@ static void fill_progress(const slot *s, const char *store, ks_qt_status *st)
     st->total = s->stores[i].total;
 }
 
-ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, const char *store,
-                             ks_qt_status *st)
+/* ks_query_tasks_lock; `restoring`: a restoring task is returned too. */
+static ks_task *lock_task(ks_query_tasks *qt, int32_t partition, const char *store,
+                          ks_qt_status *st, int restoring)
 {
     memset(st, 0, sizeof *st);
     if (!qt)
@@ -160,7 +161,21 @@ ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, const char *
         return NULL;
     *st = qt->slots[partition].st;
     fill_progress(&qt->slots[partition], store, st);
-    return st->state == KS_QT_ACTIVE ? qt->slots[partition].task : NULL;
+    return st->state == KS_QT_ACTIVE || (restoring && st->state == KS_QT_RESTORING)
+               ? qt->slots[partition].task
+               : NULL;
+}
+
+ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, const char *store,
+                             ks_qt_status *st)
+{
+    return lock_task(qt, partition, store, st, 0);
+}
+
+ks_task *ks_query_tasks_lock_stale(ks_query_tasks *qt, int32_t partition, const char *store,
+                                   ks_qt_status *st)
+{
+    return lock_task(qt, partition, store, st, 1);
 }
 
 void ks_query_tasks_unlock(ks_query_tasks *qt)

@@ -60,6 +60,11 @@ uint64_t ks_query_tasks_generation(ks_query_tasks *qt);
  * is active, else NULL. Call ks_query_tasks_unlock in any case. */
 ks_task *ks_query_tasks_lock(ks_query_tasks *qt, int32_t partition, const char *store,
                              ks_qt_status *st);
+/* As ks_query_tasks_lock, but the task also while it restores (a stale
+ * read: its stores hold what the restore has committed so far; the
+ * worker writes on beside a read snapshot). */
+ks_task *ks_query_tasks_lock_stale(ks_query_tasks *qt, int32_t partition, const char *store,
+                                   ks_qt_status *st);
 void ks_query_tasks_unlock(ks_query_tasks *qt);
 
 #endif /* KS_QUERY_TASKS_H */

@@ -40,6 +40,7 @@ struct ks_standby {
     /* under lock */
     unsigned char *active; /* by partition: a worker here owns (or opens) it */
     ks_task **held;        /* by partition: the open standby stores (or NULL) */
+    int64_t *lag;          /* by partition x store: at the last report, -1 unknown */
     uint64_t rebalances;   /* ks_standby_rebalanced calls */
     int quit;
     /* the thread's own */
@@ -89,6 +90,7 @@ static void free_standby(ks_standby *s)
         rd_kafka_destroy(s->admin);
     free(s->active);
     free(s->held);
+    free(s->lag);
     free(s->desired);
     free(s->dirty);
     free(s->retry_at);
@@ -108,6 +110,13 @@ static void publish_lag(ks_standby *s, int32_t p, size_t store, double lag)
     ks_metrics_set(s->eng->metrics, "kstreams_standby_lag", l, lag);
 }
 
+/* Forget the lag of task p's stores (lock held): opened or closed. */
+static void forget_lag(ks_standby *s, int32_t p)
+{
+    for (size_t i = 0; i < s->p->store_count; i++)
+        s->lag[(size_t)p * s->p->store_count + i] = -1;
+}
+
 /* Commit what the standby of task p applied (its checkpoints with it). A
  * failed commit closes the standby: it opens again from its last commit. */
 static void commit_one(ks_standby *s, int32_t p);
@@ -120,6 +129,7 @@ static void close_one(ks_standby *s, int32_t p, const char *why)
         return;
     ks_task_destroy(s->held[p]);
     s->held[p] = NULL;
+    forget_lag(s, p);
     s->assignment_stale = 1;
     for (size_t i = 0; i < s->p->store_count; i++)
         if (s->kept[i])
@@ -154,6 +164,7 @@ static void open_one(ks_standby *s, int32_t p)
         return;
     }
     s->held[p] = t;
+    forget_lag(s, p);
     s->assignment_stale = 1;
     ks_metrics_add(s->eng->metrics, "kstreams_standby_tasks", "", 1);
     char at[256] = "";
@@ -344,8 +355,11 @@ static void report_lag(ks_standby *s)
         int64_t at = e->offset >= 0 ? e->offset
                                     : ks_task_checkpoint(s->held[e->partition], store);
         ks_store_read_end(s->held[e->partition]->env);
-        publish_lag(s, e->partition, (size_t)store, (double)(hi > at && at >= 0 ? hi - at
-                                                             : at < 0 ? hi : 0));
+        int64_t lag = hi > at && at >= 0 ? hi - at : at < 0 ? hi : 0;
+        publish_lag(s, e->partition, (size_t)store, (double)lag);
+        pthread_mutex_lock(&s->lock); /* standby reads see it */
+        s->lag[(size_t)e->partition * s->p->store_count + (size_t)store] = lag;
+        pthread_mutex_unlock(&s->lock);
     }
     rd_kafka_topic_partition_list_destroy(l);
 }
@@ -390,12 +404,16 @@ static int alloc_parts(ks_standby *s)
     size_t stores = s->p->store_count ? s->p->store_count : 1;
     s->active = calloc(parts, 1);
     s->held = calloc(parts, sizeof *s->held);
+    s->lag = malloc(parts * stores * sizeof *s->lag);
+    for (size_t i = 0; s->lag && i < parts * stores; i++)
+        s->lag[i] = -1;
     s->desired = calloc(parts, 1);
     s->dirty = calloc(parts, 1);
     s->retry_at = calloc(parts, sizeof *s->retry_at);
     s->topics = calloc(stores, sizeof *s->topics);
     s->kept = calloc(stores, 1);
-    return s->active && s->held && s->desired && s->dirty && s->retry_at && s->topics && s->kept
+    return s->active && s->held && s->lag && s->desired && s->dirty && s->retry_at &&
+                   s->topics && s->kept
                ? 0
                : KS_ERR_NOMEM;
 }
@@ -494,6 +512,29 @@ void ks_standby_release(ks_standby *s, int32_t partition)
     pthread_mutex_lock(&s->lock);
     s->active[partition] = 0;
     pthread_mutex_unlock(&s->lock);
+}
+
+ks_task *ks_standby_lock(ks_standby *s, int32_t partition, int store, int64_t *lag)
+{
+    *lag = -1;
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&s->lock);
+    if (partition < 0 || partition >= s->partitions ||
+        (store >= 0 && (size_t)store >= s->p->store_count) || !s->held[partition])
+        return NULL;
+    if (store < 0) /* any store */
+        return s->held[partition];
+    if (!s->kept[store])
+        return NULL;
+    *lag = s->lag[(size_t)partition * s->p->store_count + (size_t)store];
+    return s->held[partition];
+}
+
+void ks_standby_unlock(ks_standby *s)
+{
+    if (s)
+        pthread_mutex_unlock(&s->lock);
 }
 
 void ks_standby_rebalanced(ks_standby *s)

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "runtime/engine.h"
+#include "runtime/task.h"
 
 typedef struct ks_standby ks_standby;
 
@@ -45,6 +46,17 @@ void ks_standby_reserve(ks_standby *s, int32_t partition);
 
 /* The worker closed task `partition`: a standby may hold it again. */
 void ks_standby_release(ks_standby *s, int32_t partition);
+
+/* Lock the standbys: the standby of task `partition` held here (borrowed
+ * until ks_standby_unlock; the standby thread neither closes nor commits
+ * it meanwhile, and applies records beside a reader's snapshot) when it
+ * keeps store `store` (an index into the pipeline's stores; -1: any)
+ * warm, else NULL. *lag: that store's changelog records it had not applied at its
+ * last report (about every second), -1 when not known yet. Call
+ * ks_standby_unlock in any case. For the query server's standby reads;
+ * any thread. */
+ks_task *ks_standby_lock(ks_standby *s, int32_t partition, int store, int64_t *lag);
+void ks_standby_unlock(ks_standby *s);
 
 /* The group rebalanced: describe it again soon, and open no new standby
  * before a description taken after this call. Any thread. */

@@ -149,12 +149,15 @@ const char *ks_store_db_name(const ks_store_db *db);
  * LMDB error as a ks_err. get/range: as ks_store_get/ks_store_range on
  * `db` (a handle of the same env), values borrowed until the end; errors
  * are returned, not kept in the env's last error (the owner's).
+ * checkpoint: as ks_store_checkpoint_get, as of the snapshot (the
+ * changelog offset its data reflects).
  */
 typedef struct ks_store_snap ks_store_snap;
 int ks_store_snap_begin(ks_store_env *env, ks_store_snap **out);
 int ks_store_snap_get(ks_store_snap *s, ks_store_db *db, ks_bytes key, ks_bytes *value);
 int ks_store_snap_range(ks_store_snap *s, ks_store_db *db, ks_bytes from, ks_bytes to,
                         ks_range_cb cb, void *arg);
+int ks_store_snap_checkpoint(ks_store_snap *s, ks_store_db *db, int64_t *offset);
 void ks_store_snap_end(ks_store_snap *s);
 
 #endif /* KS_STORE_H */

@@ -59,6 +59,24 @@ int ks_store_snap_range(ks_store_snap *s, ks_store_db *db, ks_bytes from, ks_byt
     return rc ? map_rc(rc) : 0;
 }
 
+int ks_store_snap_checkpoint(ks_store_snap *s, ks_store_db *db, int64_t *offset)
+{
+    if (!s || !db || db->env != s->env || !offset)
+        return KS_ERR_INVALID;
+    if (!s->env->have_meta)
+        return KS_ERR_NOT_FOUND;
+    MDB_val k = {db->ckpt_key_len, db->ckpt_key}, v;
+    int rc = mdb_get(s->txn, s->env->meta, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return KS_ERR_NOT_FOUND;
+    if (rc)
+        return map_rc(rc);
+    if (v.mv_size != 8)
+        return KS_ERR_IO;
+    *offset = ks_int64_decode(v.mv_data);
+    return 0;
+}
+
 void ks_store_snap_end(ks_store_snap *s)
 {
     if (!s)

@@ -421,6 +421,22 @@ const char *it_kstreams(void)
     return b && *b ? b : KS_TEST_BUILDDIR "/engine/kstreams";
 }
 
+int it_kstreams_run(const char *args, char *out, size_t outlen, const char *errpath)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", it_kstreams(), args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, outlen - 1, p);
+    out[n] = '\0';
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0)
+        ;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* Sanitizer reports of spawned engines. A UBSan report of a build with
  * both ASan and UBSan (GCC) goes to stderr whatever UBSAN_OPTIONS's
  * log_path says, so into the engine's log: every log an engine wrote to

@@ -88,6 +88,10 @@ int it_write_file(const char *path, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Path of the built kstreams binary. */
 const char *it_kstreams(void);
+/* Run `kstreams ARGS` (shell words): stdout into out (outlen bytes at
+ * most, NUL-terminated), stderr into the file errpath (replaced). The
+ * exit status, -1 when it did not exit. */
+int it_kstreams_run(const char *args, char *out, size_t outlen, const char *errpath);
 /* Start `kstreams run yaml --instance instance` with stderr/stdout to log. */
 pid_t it_engine_start(const char *yaml, const char *instance, const char *log);
 /* Same, with one extra environment variable "NAME=VALUE" (may be NULL). */

@@ -12,7 +12,10 @@
  * Then a third process with an empty state directory takes every task
  * and restores it slowly (KS_PAUSE_AT=during-restore): a query meanwhile
  * is 503 with the restore's progress, never an old or partial count, and
- * the right count once the restore is done.
+ * the right count once the restore is done; with `standby=1` (`--standby`)
+ * it is answered from the restoring store, marked stale. Without standby
+ * replicas, `standby=1` of a task another process runs is redirected to
+ * it and answered fresh.
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -101,6 +104,37 @@ static long remote_count(const char *yaml, int port, const char *key)
     return v;
 }
 
+/* Standby reads where there is no standby (`standby_replicas` 0): of each
+ * task A does not run, `standby=1` is redirected like any request (307,
+ * the flag along) and the owner answers fresh: unmarked, the same entries
+ * as without the flag. How many of A's remote tasks did so; -1 on a
+ * failed query. */
+static int no_copy_reads(const char *yaml, int port)
+{
+    char path[256], args[1024], err[512];
+    static char plain_out[1 << 16], flag_out[1 << 16];
+    snprintf(err, sizeof err, "%s/query.err", dir);
+    int redirected = 0;
+    for (int p = 0; p < 4; p++) {
+        snprintf(path, sizeof path, "/v1/query?store=counts&partition=%d", p);
+        int plain = it_http(port, "GET", path, NULL, NULL, 0);
+        snprintf(path, sizeof path, "/v1/query?store=counts&partition=%d&standby=1", p);
+        int flagged = it_http(port, "GET", path, NULL, NULL, 0);
+        snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --partition %d "
+                                    "--int64", yaml, port, p);
+        if (it_kstreams_run(args, plain_out, sizeof plain_out, err) != 0)
+            return -1;
+        snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --partition %d "
+                                    "--int64 --standby", yaml, port, p);
+        if (it_kstreams_run(args, flag_out, sizeof flag_out, err) != 0)
+            return -1;
+        int unmarked = it_log_count(err, "stale") == 0;
+        redirected += plain == 307 && flagged == 307 && unmarked &&
+                      strcmp(plain_out, flag_out) == 0 && strlen(plain_out) > 2;
+    }
+    return redirected;
+}
+
 static void test_remote_queries(void)
 {
     it_tempdir(dir, sizeof dir);
@@ -156,6 +190,17 @@ static void test_remote_queries(void)
         same += va == vb && va == RECORDS / KEYS;
     }
     printf("\n  %d of %d keys: the same count from both processes\n", same, KEYS);
+    int remote = 0;
+    for (int p = 0; p < 4; p++) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/query?store=counts&partition=%d", p);
+        remote += it_http(port_a, "GET", path, NULL, NULL, 0) == 307;
+    }
+    int redirected = no_copy_reads(yaml_b, port_a);
+    printf("  standby=1 where no copy is: %d of A's %d remote tasks redirected, answered fresh\n",
+           redirected, remote);
+    CU_ASSERT(remote > 0);
+    CU_ASSERT_EQUAL(redirected, remote);
 
     /* a key range over every partition, from each process */
     for (int i = 0; i < 2; i++) {
@@ -234,8 +279,12 @@ static void test_remote_queries(void)
     write_yaml(yaml_c, "c", base + 2, NULL);
     pid_t c = it_engine_start_env(yaml_c, "c", log_c, "KS_PAUSE_AT=during-restore:30");
     CU_ASSERT_FATAL(c > 0);
-    int restoring = 0, wrong = 0;
+    int restoring = 0, wrong = 0, stale = 0, stale_wrong = 0, stale_found = 0;
     long final = -1;
+    char sargs[1024], sout[4096], serr[512];
+    snprintf(serr, sizeof serr, "%s/stale.err", dir);
+    snprintf(sargs, sizeof sargs, "query %s counts --remote http://127.0.0.1:%d --key key-1 "
+                                  "--int64 --standby", yaml_c, base + 2);
     until = it_now_ms() + 120000;
     snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --key key-1 --int64",
              yaml_c, base + 2);
@@ -243,6 +292,17 @@ static void test_remote_queries(void)
         int rc = kstreams(args, out, sizeof out);
         if (rc == 1 && strstr(out, "HTTP 503") == NULL && strstr(out, "\"restore\":{\"store\":\"counts\""))
             restoring++;
+        /* with standby=1 the restoring store answers what it has so far
+         * (404 before the key is replayed), marked stale */
+        int src = it_kstreams_run(sargs, sout, sizeof sout, serr);
+        if (rc != 0 && it_log_count(serr, "stale, from a restoring copy") == 1) {
+            json_t *doc = json_loads(sout, 0, NULL);
+            long v = (long)json_integer_value(json_object_get(doc, "value"));
+            json_decref(doc);
+            stale++;
+            stale_found += src == 0;
+            stale_wrong += src == 0 ? v < 1 || v > RECORDS / KEYS : src != 3;
+        }
         if (rc == 0) {
             json_t *doc = json_loads(out, 0, NULL);
             final = (long)json_integer_value(json_object_get(doc, "value"));
@@ -252,8 +312,12 @@ static void test_remote_queries(void)
         }
         it_sleep_ms(100);
     }
-    printf("  restoring: %d answers 503 with the progress, then %ld\n", restoring, final);
+    printf("  restoring: %d answers 503 with the progress, then %ld; with standby=1 %d stale "
+           "answers (%d with a count so far, %d wrong)\n", restoring, final, stale, stale_found,
+           stale_wrong);
     CU_ASSERT(restoring > 0);
+    CU_ASSERT(stale > 0);
+    CU_ASSERT_EQUAL(stale_wrong, 0);
     CU_ASSERT_EQUAL(wrong, 0);
     CU_ASSERT_EQUAL(final, RECORDS / KEYS);
     CU_ASSERT_EQUAL(it_engine_stop(c, 30000), 0);

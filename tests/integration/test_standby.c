@@ -12,7 +12,9 @@
  * workers' client.id carries the process and the query address at once:
  * placement must still group the members by process, and each query
  * server must name the other process as the holder of the tasks it does
- * not run.
+ * not run; a query with `standby=1` (`--standby`) of a task the other
+ * process runs is answered from the standby here, marked stale, with the
+ * same entries as the owner's answer (without the flag: a redirect).
  */
 #include <CUnit/CUnit.h>
 #include <jansson.h>
@@ -191,6 +193,61 @@ static int wait_query_routing(int qa, int qb, int timeout_ms)
     return aa == 2 && ra == 2 && ab == 2 && rb == 2 ? 0 : -1;
 }
 
+/* Standby reads (`--standby`, `standby=1`): of each task A runs, B holds
+ * the standby and answers itself, marked stale (caught up: 0 behind),
+ * with exactly what A answers; without the flag B redirects to A. B's
+ * own tasks answer fresh, flag or not; B's /v1/tasks says which it holds
+ * standbys of. How many tasks of A B answered (*fresh: of its own); -1 on
+ * a failed query or a wrong /v1/tasks. */
+static int standby_reads(const char *dir, const char *yaml, int qa, int qb, int *fresh)
+{
+    char err[512], args[1024], path[256];
+    static char from_a[1 << 16], from_b[1 << 16];
+    snprintf(err, sizeof err, "%s/query.err", dir);
+    int answered = 0;
+    *fresh = 0;
+    for (int p = 0; p < 4; p++) {
+        snprintf(path, sizeof path, "/v1/query?store=counts&partition=%d&int64=1", p);
+        int plain = it_http(qb, "GET", path, NULL, NULL, 0);
+        snprintf(path, sizeof path, "/v1/query?store=counts&partition=%d&int64=1&standby=1", p);
+        int flagged = it_http(qb, "GET", path, NULL, NULL, 0);
+        snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --partition %d "
+                                    "--int64 --standby", yaml, qb, p);
+        if (it_kstreams_run(args, from_b, sizeof from_b, err) != 0)
+            return -1;
+        int stale = it_log_count(err, "partition ") == 1 &&
+                    it_log_count(err, ": stale, from a standby copy at changelog offset ") == 1 &&
+                    it_log_count(err, ", about 0 records behind") == 1;
+        int unmarked = it_log_count(err, "stale") == 0;
+        snprintf(args, sizeof args, "query %s counts --remote http://127.0.0.1:%d --partition %d "
+                                    "--int64", yaml, qa, p);
+        if (it_kstreams_run(args, from_a, sizeof from_a, err) != 0)
+            return -1;
+        int same = strcmp(from_a, from_b) == 0 && strlen(from_a) > 2;
+        printf("\n  task %d: B answers %d, with standby=1 %d; --standby from B: %s, %s A's",
+               p, plain, flagged, stale ? "stale" : unmarked ? "fresh" : "?",
+               same ? "the same as" : "NOT the same as");
+        answered += plain == 307 && flagged == 200 && stale && same;
+        *fresh += plain == 200 && flagged == 200 && unmarked && same;
+    }
+    /* /v1/tasks names them: standby true for A's tasks, false for B's */
+    char tasks[8192];
+    json_t *doc = it_http(qb, "GET", "/v1/tasks", NULL, tasks, sizeof tasks) == 200
+                      ? json_loads(tasks, 0, NULL)
+                      : NULL;
+    int marked = 0;
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(doc, "tasks"), i, t) {
+        const char *state = json_string_value(json_object_get(t, "state"));
+        int standby = json_is_true(json_object_get(t, "standby"));
+        marked += state && standby == (strcmp(state, "remote") == 0);
+    }
+    json_decref(doc);
+    printf("\n  B's /v1/tasks: %d of 4 tasks say standby true exactly when A runs them", marked);
+    return marked == 4 ? answered : -1;
+}
+
 static void test_standby_failover(void)
 {
     char dir[256], app[128], in[128], out[128], yaml_a[512], yaml_b[512];
@@ -243,6 +300,9 @@ static void test_standby_failover(void)
     CU_ASSERT_EQUAL(tasks, 2);
     CU_ASSERT_EQUAL(lag_samples, 2);
     CU_ASSERT_EQUAL(lag, 0);
+    int fresh = 0;
+    CU_ASSERT_EQUAL(standby_reads(dir, yaml_b, port + 2, port + 3, &fresh), 2);
+    CU_ASSERT_EQUAL(fresh, 2);
 
     /* more records while both run, then A dies */
     CU_ASSERT_FATAL(it_produce(in, BATCH / 2, make_rec, NULL) == 0);

@@ -673,7 +673,10 @@ static void test_request_parse(void)
     CU_ASSERT_EQUAL(parse_params("store=counts&key=alice&int64=1", &r, err, sizeof err), 0);
     CU_ASSERT_STRING_EQUAL(r.store, "counts");
     CU_ASSERT(r.key.set && r.key.len == 5 && memcmp(r.key.data, "alice", 5) == 0);
-    CU_ASSERT(r.int64 && !r.hex && r.partition == -1);
+    CU_ASSERT(r.int64 && !r.hex && r.partition == -1 && !r.standby);
+    ks_query_request_free(&r);
+    CU_ASSERT_EQUAL(parse_params("store=counts&key=alice&standby=1", &r, err, sizeof err), 0);
+    CU_ASSERT(r.standby);
     ks_query_request_free(&r);
     CU_ASSERT_EQUAL(parse_params("store=s&partition=3&from_key_hex=01ff&to_key=b&from=1000&to="
                                  "2023-11-14T22:13:20Z", &r, err, sizeof err), 0);
@@ -691,6 +694,7 @@ static void test_request_parse(void)
         {"store=s", "add partition=P"},
         {"key=a", "give the store"},
         {"store=s&key=a&int64=2", "bad value for 'int64'"},
+        {"store=s&key=a&standby=true", "bad value for 'standby': 0 or 1"},
         {"store=s&key=a&from=yesterday", "bad value for 'from'"},
         {"store=s&partition=-1", "bad value for 'partition'"},
         {"store=s&key=a&from_key=b", "exclude each other"},
@@ -716,6 +720,19 @@ static void test_reply_parse(void)
     CU_ASSERT_STRING_EQUAL(r.location ? r.location : "", "http://127.0.0.1:1/v1/query?a=b");
     CU_ASSERT(r.len == 2 && strcmp(r.body, "{}") == 0);
     ks_http_reply_free(&r);
+    /* a stale answer's marks (standby reads) */
+    static const char stale[] = "HTTP/1.1 200 OK\r\nx-kstreams-stale: standby\r\n"
+                                "X-Kstreams-Changelog-Offset: 3004\r\nX-Kstreams-Lag:\t0\r\n"
+                                "\r\n{}";
+    CU_ASSERT_EQUAL(ks_http_parse_reply(stale, sizeof stale - 1, &r), 0);
+    CU_ASSERT_STRING_EQUAL(r.stale ? r.stale : "", "standby");
+    CU_ASSERT_STRING_EQUAL(r.changelog_offset ? r.changelog_offset : "", "3004");
+    CU_ASSERT_STRING_EQUAL(r.lag ? r.lag : "", "0");
+    CU_ASSERT_PTR_NULL(r.location);
+    ks_http_reply_free(&r);
+    CU_ASSERT_EQUAL(ks_http_parse_reply(ok, sizeof ok - 1, &r), 0);
+    CU_ASSERT_PTR_NULL(r.stale); /* a fresh answer has none */
+    ks_http_reply_free(&r);
     static const char *const bad[] = {"", "HTTP/1.1 200 OK\r\n", "HTTP/1.1 2x0 OK\r\n\r\n",
                                       "SMTP 220\r\n\r\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -737,6 +754,12 @@ static void test_restore_progress_per_store(void)
     CU_ASSERT_PTR_NULL(ks_query_tasks_lock(qt, 2, "counts", &st));
     ks_query_tasks_unlock(qt);
     CU_ASSERT_EQUAL(st.state, KS_QT_RESTORING);
+    /* a standby read (stale allowed) gets the restoring task */
+    CU_ASSERT_PTR_EQUAL(ks_query_tasks_lock_stale(qt, 2, "counts", &st), &task);
+    ks_query_tasks_unlock(qt);
+    CU_ASSERT_EQUAL(st.state, KS_QT_RESTORING);
+    CU_ASSERT_PTR_NULL(ks_query_tasks_lock_stale(qt, 1, "counts", &st)); /* not here */
+    ks_query_tasks_unlock(qt);
     CU_ASSERT_STRING_EQUAL(st.store, "");
     ks_query_tasks_progress(qt, 2, "counts", 0, 500);
     ks_query_tasks_progress(qt, 2, "hourly", 0, 700);
