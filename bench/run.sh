@@ -88,7 +88,9 @@
 # more arrive (read until 3 s pass without one) than the input explains.
 # BENCH_GUARANTEES ("eos alo": the guarantees the count and window scenarios
 # run with), BENCH_CEILING (1; 0: no ceiling runs), BENCH_CACHE_BYTES (unset:
-# the count node's default record cache; else its `cache_bytes:`, 0 = off).
+# the count node's default record cache and Kafka Streams' default; else the
+# count node's `cache_bytes:` and Kafka Streams' statestore.cache.max.bytes,
+# 0 = off for both).
 # After each kstreams count run, the records of its changelog
 # (read_committed, before the latency phase) are logged and written to
 # changelog.tsv. One scenario alone, e.g. count exactly-once with the cache
@@ -233,6 +235,18 @@ cleanup() {
 # ---- pipelines ----------------------------------------------------------------
 
 # kstreams_yaml FILE APP GUARANTEE SCENARIO INPUT OUTPUT STATE_DIR
+# A cache_bytes: value (0, 1048576, 64KiB, 1MiB, 2GiB) as a byte count.
+cache_bytes_number() {
+	local v=$1 n=${1%%[!0-9]*}
+	case ${v#"$n"} in
+	"") echo "$n" ;;
+	KiB) echo $((n * 1024)) ;;
+	MiB) echo $((n * 1048576)) ;;
+	GiB) echo $((n * 1073741824)) ;;
+	*) die "BENCH_CACHE_BYTES: '$v' is not a number of bytes, KiB, MiB or GiB" ;;
+	esac
+}
+
 kstreams_yaml() {
 	local file=$1 app=$2 guarantee=$3 scenario=$4 in=$5 out=$6 state=$7
 	cat >"$file" <<EOF
@@ -420,10 +434,13 @@ run_one() {
 		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
 		;;
 	java)
-		local mode=count
+		local mode=count cache=()
 		[[ $scenario == window ]] && mode=window
+		# the same record cache size for both (statestore.cache.max.bytes)
+		[[ $scenario == count && -n $CACHE_BYTES ]] &&
+			cache=(-Dkstreams.bench.cache.bytes="$(cache_bytes_number "$CACHE_BYTES")")
 		# shellcheck disable=SC2206
-		cmd=(java $JAVA_OPTS -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+		cmd=(java $JAVA_OPTS "${cache[@]}" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
 			-cp "$JAR_DIR/kstreams-bench-peer-1.jar:$JAR_DIR/lib/*" kstreams.bench.Peer
 			"$mode" "$B" "$app" "$in" "$out" "$g" "$dir/state" "$COMMIT_MS"
 			"$WINDOW_SIZE_MS" "$WINDOW_GRACE_MS")

@@ -53,7 +53,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * Settings that matter for the comparison: processing.guarantee as given
  * (exactly_once_v2 or at_least_once), commit.interval.ms as given (100 in
  * the benchmark), one stream thread, default RocksDB stores and the default
- * record cache. Everything else is Kafka Streams' default.
+ * record cache (-Dkstreams.bench.cache.bytes=N sets its size). Everything
+ * else is Kafka Streams' default.
  *
  * usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
  *             COMMIT_MS [WINDOW_MS GRACE_MS]   (sjoin: the join window each way)
@@ -111,6 +112,11 @@ public final class Peer {
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         /* the same producer batching the kstreams engine uses (linger 5 ms) */
         p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), 5);
+        /* -Dkstreams.bench.cache.bytes=N: the record cache's size (bench/run.sh
+         * passes BENCH_CACHE_BYTES so both systems run with the same) */
+        String cache = System.getProperty("kstreams.bench.cache.bytes");
+        if (cache != null)
+            p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(cache));
 
         StreamsBuilder b = new StreamsBuilder();
         /* fk reads the input as a table, the other modes as a stream */
