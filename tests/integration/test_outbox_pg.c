@@ -25,7 +25,10 @@
  *      users, max_users_per_partition 10: each user's events in one
  *      partition, 10 users in each of 6, the topic grown from 1 to 6,
  *      ks_user_partitions equal to what was published; at the SQL level,
- *      a second caller waits for the first one's lock and numbers after it
+ *      a second caller waits for the first one's lock and numbers after it;
+ *      then users whose names need quoting in a text[] literal (quotes,
+ *      backslashes, braces, commas, "NULL", spaces, UTF-8, empty) are
+ *      mapped under exactly their names
  *   8. libpq cannot be loaded (KS_LIBPQ naming a missing file): `kstreams
  *      run` exits 2 with an error naming the file and the package libpq5,
  *      and publishes nothing
@@ -594,6 +597,44 @@ static void assign_waits_for_lock(void)
     PQfinish(db2);
 }
 
+/* Users whose names need quoting in a text[] literal (the engine sends the
+ * new users of a batch as one): each gets its row in ks_user_partitions
+ * under exactly its name, and its events are published. */
+static void assign_hostile_users(const eng *a, const char *topic)
+{
+    static const char *const users[] = {"q\"uote", "back\\slash", "{brace,comma}", "NULL",
+                                        " spaced ", "\xc3\xbc" "nic\xc3\xb8" "de", "",
+                                        "a,b\\\"c"};
+    enum { N = sizeof users / sizeof users[0] };
+    pid_t pid = eng_start(a, "seq-a", NULL);
+    it_sleep_ms(2000);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < N; i++) {
+            const char *v[] = {users[i], "hostile"};
+            PQclear(q("INSERT INTO ks_outbox (aggregate, payload) VALUES ($1, "
+                      "convert_to($2, 'UTF8'))",
+                      2, v));
+        }
+    CU_ASSERT(wait_settled(60000));
+    CU_ASSERT_EQUAL(it_engine_stop(pid, 30000), 0);
+    int found = 0;
+    for (int i = 0; i < N; i++) {
+        const char *v[] = {topic, users[i]};
+        PGresult *r = q("SELECT count(*) FROM ks_user_partitions WHERE topic = $1 AND "
+                        "user_id = $2",
+                        2, v);
+        found += r && PQntuples(r) && atoi(PQgetvalue(r, 0, 0)) == 1;
+        PQclear(r);
+    }
+    long published = q_long("SELECT count(*) FROM ks_outbox WHERE status = 'PUBLISHED' AND "
+                            "payload = convert_to('hostile', 'UTF8')");
+    printf("\n  users that need quoting: %d of %d mapped under their exact name, %ld of %d "
+           "events published",
+           found, N, published, 2 * N);
+    CU_ASSERT_EQUAL(found, N);
+    CU_ASSERT_EQUAL(published, 2 * N);
+}
+
 static void test_sequential_assignment(void)
 {
     enum { USERS = 60, PER_USER = 5, MAX_USERS = 10, PARTS = USERS / MAX_USERS };
@@ -670,6 +711,7 @@ static void test_sequential_assignment(void)
     printf("\n  %s: %d partitions", topic, n);
     CU_ASSERT_EQUAL(n, PARTS);
     CU_ASSERT(it_log_count(a.log, "grown from") + it_log_count(b.log, "grown from") >= 1);
+    assign_hostile_users(&a, topic);
 }
 
 /* --- 8. libpq cannot be loaded ------------------------------------------- */
