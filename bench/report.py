@@ -45,8 +45,11 @@ UNTIL = [
 ]
 
 
-def load(path):
-    rows, meta = {}, {}
+def read_tsv(path):
+    """The data lines of a results file, split on tabs, and the meta data
+    its "# key=value ..." comment lines carry (also "machine" from the
+    "# nproc=" line and each "# load_...=" line whole)."""
+    lines, meta = [], {}
     for line in open(path):
         line = line.rstrip("\n")
         if not line:
@@ -62,7 +65,14 @@ def load(path):
                 k, v = line[2:].split("=", 1)
                 meta[k] = v
             continue
-        f = line.split("\t")
+        lines.append(line.split("\t"))
+    return lines, meta
+
+
+def load(path):
+    rows = {}
+    lines, meta = read_tsv(path)
+    for f in lines:
         key = (f[0], f[1], f[2])
         r = {"status": f[3]}
         if f[0] == "restore" and f[3] == "ok":

@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import find_python  # noqa: E402  (the same matplotlib lookup)
+from report import find_python, read_tsv  # noqa: E402  (the same lookup and reader)
 
 SWEEPS = [("keys", "distinct keys", "scaling-keys.png"),
           ("partitions", "input partitions", "scaling-partitions.png"),
@@ -31,23 +31,9 @@ METRICS = ["rate", "cpu", "per_cpu", "rss", "store"]
 
 
 def load(path):
-    rows, meta = [], {}
-    for line in open(path):
-        line = line.rstrip("\n")
-        if not line:
-            continue
-        if line.startswith("#"):
-            for word in line[1:].split(" "):
-                if "=" in word:
-                    k, v = word.split("=", 1)
-                    meta[k] = v
-            if line.startswith("# nproc="):
-                meta["machine"] = line[2:]
-            if line.startswith("# load_"):
-                k, v = line[2:].split("=", 1)
-                meta[k] = v
-            continue
-        f = line.split("\t")
+    rows = []
+    lines, meta = read_tsv(path)
+    for f in lines:
         r = {"sweep": f[0], "keys": int(f[1]), "partitions": int(f[2]), "processes": int(f[3])}
         for n, v in zip(COLS, f[4:]):
             try:
