@@ -734,7 +734,7 @@ broker_start
 {
 	echo "# run $RUN $(date -u +%FT%TZ)"
 	echo "# table_keys=$TABLE_KEYS join_window_s=$JOIN_WINDOW_S join_grace_s=$JOIN_GRACE_S scenarios=${ONLY// /,}$( ((QUIX)) && echo " quix_version=$QUIX_VERSION")"
-	echo "# records=$RECORDS keys=$KEYS value_bytes=$VALUE_BYTES skew=$SKEW partitions=$PARTITIONS commit_ms=$COMMIT_MS latency_rate=$LAT_RATE latency_seconds=$LAT_SECONDS"
+	echo "# records=$RECORDS keys=$KEYS value_bytes=$VALUE_BYTES skew=$SKEW partitions=$PARTITIONS commit_ms=$COMMIT_MS latency_rate=$LAT_RATE latency_seconds=$LAT_SECONDS cache_bytes=${CACHE_BYTES:-default}"
 	echo "# nproc=$(nproc) mem=$(free -m | awk '/^Mem:/ {print $2 " MiB"}') cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 	echo "# load_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >>"$RESULTS"
