@@ -81,11 +81,11 @@ log_ms() { date -d "$1" +%s%3N; }
 start() {
   local who=$1 s=$2 static=$3 log=$4 dir=$5 app=$6 in=$7 out=$8
   if [ "$SYSTEM" = java ]; then
-    local extra=(num.standby.replicas="$s" session.timeout.ms="$SESSION_MS")
-    [ "$static" = 1 ] && extra+=(group.instance.id="$who")
+    local props=(num.standby.replicas="$s" session.timeout.ms="$SESSION_MS")
+    [ "$static" = 1 ] && props+=(group.instance.id="$who")
     java -Xmx"$JAVA_HEAP" -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
       -cp "$JAR:$JAR_DIR/lib/*" kstreams.bench.Peer \
-      count "$B" "$app" "$in" "$out" eos "$dir/state-$who" 100 "${extra[@]}" >"$log" 2>&1 &
+      count "$B" "$app" "$in" "$out" eos "$dir/state-$who" 100 "${props[@]}" >"$log" 2>&1 &
   else
     cat >"$dir/$who.yaml" <<YAML
 application: $app
