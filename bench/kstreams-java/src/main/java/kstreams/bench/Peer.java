@@ -57,10 +57,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
  * else is Kafka Streams' default.
  *
  * usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo STATE_DIR
- *             COMMIT_MS [WINDOW_MS GRACE_MS]   (sjoin: the join window each way)
+ *             COMMIT_MS [WINDOW_MS GRACE_MS] [NAME=VALUE...]
+ *   (sjoin: the join window each way; NAME=VALUE: more Kafka Streams or
+ *   client settings, e.g. num.standby.replicas=1, group.instance.id=a,
+ *   session.timeout.ms=6000, as bench/failover.sh passes them)
  * Prints one "restored store S partition P: N records replayed; since the
  * first restore began: X s" line per restored partition (a StateRestoreListener) and
- * "state RUNNING" when the instance runs. Stops on SIGTERM.
+ * "state RUNNING" when the instance runs, each after the time (UTC, ms) it
+ * was printed. Stops on SIGTERM.
  */
 public final class Peer {
     private static final byte[] LEFT = "{\"left\":".getBytes(java.nio.charset.StandardCharsets.UTF_8);
@@ -92,10 +96,27 @@ public final class Peer {
         return o;
     }
 
-    public static void main(String[] args) throws Exception {
+    /** the line after the current time, as kstreams' log lines: 2026-12-04T13:50:49.302Z ... */
+    private static void say(String line) {
+        System.out.println(java.time.Instant.now().truncatedTo(java.time.temporal.ChronoUnit.MILLIS)
+                           + " " + line);
+    }
+
+    public static void main(String[] argv) throws Exception {
+        /* NAME=VALUE arguments are settings; the rest are positional */
+        java.util.List<String> pos = new java.util.ArrayList<>();
+        Properties extra = new Properties();
+        for (String a : argv) {
+            int eq = a.indexOf('=');
+            if (eq > 0)
+                extra.put(a.substring(0, eq), a.substring(eq + 1));
+            else
+                pos.add(a);
+        }
+        String[] args = pos.toArray(new String[0]);
         if (args.length < 8) {
             System.err.println("usage: Peer count|window|rekey|join|sjoin|fk BOOTSTRAP APP_ID INPUT OUTPUT eos|alo "
-                               + "STATE_DIR COMMIT_MS [WINDOW_MS GRACE_MS]");
+                               + "STATE_DIR COMMIT_MS [WINDOW_MS GRACE_MS] [NAME=VALUE...]");
             System.exit(64);
         }
         String mode = args[0];
@@ -117,6 +138,7 @@ public final class Peer {
         String cache = System.getProperty("kstreams.bench.cache.bytes");
         if (cache != null)
             p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, Long.parseLong(cache));
+        p.putAll(extra);
 
         StreamsBuilder b = new StreamsBuilder();
         /* fk reads the input as a table, the other modes as a stream */
@@ -185,13 +207,13 @@ public final class Peer {
             @Override
             public synchronized void onRestoreEnd(TopicPartition tp, String store, long n) {
                 double s = (System.nanoTime() - started) / 1e9;
-                System.out.printf("restored store %s partition %d: %d records replayed; since the first restore began: %.3f s%n",
-                                  store, tp.partition(), n, s);
+                say(String.format("restored store %s partition %d: %d records replayed; since the first restore began: %.3f s",
+                                  store, tp.partition(), n, s));
             }
         });
         CountDownLatch done = new CountDownLatch(1);
         ks.setStateListener((now, before) -> {
-            System.out.println("state " + now);
+            say("state " + now);
             if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING)
                 done.countDown();
         });
