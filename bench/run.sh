@@ -89,6 +89,13 @@
 # BENCH_GUARANTEES ("eos alo": the guarantees the count and window scenarios
 # run with), BENCH_CEILING (1; 0: no ceiling runs), BENCH_CACHE_BYTES (unset:
 # the count node's default record cache; else its `cache_bytes:`, 0 = off).
+# BENCH_KAFKA_PROPERTIES (unset: none): librdkafka properties for the
+# kstreams pipelines' `kafka.properties`, as the inside of a YAML flow
+# mapping, e.g. "fetch.queue.backoff.ms: 10". BENCH_LD_LIBRARY_PATH (unset):
+# put in front of LD_LIBRARY_PATH for the kstreams processes only (loadgen,
+# measure and the ceiling keep the system's librdkafka), e.g. a directory
+# with a librdkafka.so.1 of another release; each kstreams run logs the
+# librdkafka file its process mapped (from /proc/PID/maps).
 # After each kstreams count run, the records of its changelog
 # (read_committed, before the latency phase) are logged and written to
 # changelog.tsv. One scenario alone, e.g. count exactly-once with the cache
@@ -113,6 +120,8 @@ JAVA_OPTS=${BENCH_JAVA_OPTS:-}
 GUARANTEES=${BENCH_GUARANTEES:-eos alo}
 CEILING=${BENCH_CEILING:-1}
 CACHE_BYTES=${BENCH_CACHE_BYTES:-}
+KAFKA_PROPERTIES=${BENCH_KAFKA_PROPERTIES:-}
+KS_LD_PATH=${BENCH_LD_LIBRARY_PATH:-}
 WINDOW_SIZE_MS=60000
 WINDOW_GRACE_MS=10000
 WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
@@ -144,6 +153,9 @@ B=127.0.0.1:$PORT
 OUT=$BUILD/bench-out
 TOOLS=$BUILD/bench
 KSTREAMS=$BUILD/engine/kstreams
+KS_RUN=("$KSTREAMS") # how the kstreams processes start (BENCH_LD_LIBRARY_PATH)
+[[ -z $KS_LD_PATH ]] ||
+	KS_RUN=(env "LD_LIBRARY_PATH=$KS_LD_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$KSTREAMS")
 JAR_DIR=$BUILD/kstreams-java
 QUIX_VENV=$BUILD/quix-venv
 RUN=$(date +%H%M%S)
@@ -234,11 +246,12 @@ cleanup() {
 
 # kstreams_yaml FILE APP GUARANTEE SCENARIO INPUT OUTPUT STATE_DIR
 kstreams_yaml() {
-	local file=$1 app=$2 guarantee=$3 scenario=$4 in=$5 out=$6 state=$7
+	local file=$1 app=$2 guarantee=$3 scenario=$4 in=$5 out=$6 state=$7 props=
+	[[ -n $KAFKA_PROPERTIES ]] && props=$'\n'"  properties: { $KAFKA_PROPERTIES }"
 	cat >"$file" <<EOF
 application: $app
 kafka:
-  bootstrap: [$B]
+  bootstrap: [$B]$props
 guarantee: $guarantee
 commit_interval_ms: $COMMIT_MS
 state_dir: $state
@@ -393,6 +406,8 @@ stop_pid() {
 	wait "$pid" 2>/dev/null || true
 }
 
+# rdkafka_of PID: the librdkafka file the process has mapped
+rdkafka_of() { grep -o -m1 '/[^ ]*librdkafka[^ ]*' "/proc/$1/maps" 2>/dev/null || echo unknown; }
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
 # run_one SCENARIO GUARANTEE(eos|alo) SYSTEM(kstreams|java|quix|ceiling|ceiling2)
@@ -417,7 +432,7 @@ run_one() {
 	case $system in
 	kstreams)
 		kstreams_yaml "$dir/pipeline.yaml" "$app" "$guarantee" "$scenario" "$in" "$out" "$dir/state"
-		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
+		cmd=("${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench)
 		;;
 	java)
 		local mode=count
@@ -455,6 +470,7 @@ run_one() {
 		return 0
 	fi
 	log "$scenario $g $system: $res"
+	[[ $system == kstreams ]] && log "$scenario $g $system: librdkafka $(rdkafka_of "$pid")"
 	if [[ $system == kstreams && $scenario == count ]]; then
 		local cl
 		cl=$("$TOOLS/measure" count -b "$B" "$app-counts-changelog" || true)
@@ -550,7 +566,7 @@ run_until() {
 	case $system in
 	kstreams)
 		kstreams_yaml "$dir/pipeline.yaml" "$app" exactly-once "$scenario" "$in" "$out" "$dir/state"
-		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
+		cmd=("${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench)
 		;;
 	java)
 		# shellcheck disable=SC2206
@@ -598,7 +614,7 @@ restore() {
 	case $system in
 	kstreams)
 		sed "s|^state_dir: .*|state_dir: $dir/state|" "$OUT/$src/pipeline.yaml" >"$dir/pipeline.yaml"
-		"$KSTREAMS" run "$dir/pipeline.yaml" --instance bench-restore >"$dir/process.log" 2>&1 &
+		"${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench-restore >"$dir/process.log" 2>&1 &
 		;;
 	java)
 		# shellcheck disable=SC2086
@@ -664,7 +680,7 @@ swap() {
 	"$TOOLS/measure" create -b "$B" "$out" "$PARTITIONS"
 	local t0 pid lpid gpid ready=$dir/latency.ready n=$((LAT_RATE * (LAT_SECONDS + 4))) t
 	t0=$(date +%s%N)
-	"$KSTREAMS" run "$dir/pipeline.yaml" --instance bench >"$dir/process.log" 2>&1 &
+	"${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench >"$dir/process.log" 2>&1 &
 	pid=$!
 	if ! "$TOOLS/measure" wait -b "$B" -g "$app" -t "$in" -p "$pid" -0 "$t0" -T "$TIMEOUT" >/dev/null; then
 		stop_pid "$pid"
