@@ -91,6 +91,13 @@
 # the count node's default record cache and Kafka Streams' default; else the
 # count node's `cache_bytes:` and Kafka Streams' statestore.cache.max.bytes,
 # 0 = off for both).
+# BENCH_KAFKA_PROPERTIES (unset: none): librdkafka properties for the
+# kstreams pipelines' `kafka.properties`, as the inside of a YAML flow
+# mapping, e.g. "fetch.queue.backoff.ms: 10". BENCH_LD_LIBRARY_PATH (unset):
+# put in front of LD_LIBRARY_PATH for the kstreams processes only (loadgen,
+# measure and the ceiling keep the system's librdkafka), e.g. a directory
+# with a librdkafka.so.1 of another release; each kstreams run logs the
+# librdkafka file its process mapped (from /proc/PID/maps).
 # After each kstreams count run, the records of its changelog
 # (read_committed, before the latency phase) are logged and written to
 # changelog.tsv. One scenario alone, e.g. count exactly-once with the cache
@@ -115,6 +122,8 @@ JAVA_OPTS=${BENCH_JAVA_OPTS:-}
 GUARANTEES=${BENCH_GUARANTEES:-eos alo}
 CEILING=${BENCH_CEILING:-1}
 CACHE_BYTES=${BENCH_CACHE_BYTES:-}
+KAFKA_PROPERTIES=${BENCH_KAFKA_PROPERTIES:-}
+KS_LD_PATH=${BENCH_LD_LIBRARY_PATH:-}
 WINDOW_SIZE_MS=60000
 WINDOW_GRACE_MS=10000
 WINDOW_SPREAD_MS=600000 # window input: timestamps over the last 10 minutes
@@ -146,6 +155,9 @@ B=127.0.0.1:$PORT
 OUT=$BUILD/bench-out
 TOOLS=$BUILD/bench
 KSTREAMS=$BUILD/engine/kstreams
+KS_RUN=("$KSTREAMS") # how the kstreams processes start (BENCH_LD_LIBRARY_PATH)
+[[ -z $KS_LD_PATH ]] ||
+	KS_RUN=(env "LD_LIBRARY_PATH=$KS_LD_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$KSTREAMS")
 JAR_DIR=$BUILD/kstreams-java
 QUIX_VENV=$BUILD/quix-venv
 RUN=$(date +%H%M%S)
@@ -248,11 +260,12 @@ cache_bytes_number() {
 }
 
 kstreams_yaml() {
-	local file=$1 app=$2 guarantee=$3 scenario=$4 in=$5 out=$6 state=$7
+	local file=$1 app=$2 guarantee=$3 scenario=$4 in=$5 out=$6 state=$7 props=
+	[[ -n $KAFKA_PROPERTIES ]] && props=$'\n'"  properties: { $KAFKA_PROPERTIES }"
 	cat >"$file" <<EOF
 application: $app
 kafka:
-  bootstrap: [$B]
+  bootstrap: [$B]$props
 guarantee: $guarantee
 commit_interval_ms: $COMMIT_MS
 state_dir: $state
@@ -407,6 +420,8 @@ stop_pid() {
 	wait "$pid" 2>/dev/null || true
 }
 
+# rdkafka_of PID: the librdkafka file the process has mapped
+rdkafka_of() { grep -o -m1 '/[^ ]*librdkafka[^ ]*' "/proc/$1/maps" 2>/dev/null || echo unknown; }
 field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
 # run_one SCENARIO GUARANTEE(eos|alo) SYSTEM(kstreams|java|quix|ceiling|ceiling2)
@@ -431,7 +446,7 @@ run_one() {
 	case $system in
 	kstreams)
 		kstreams_yaml "$dir/pipeline.yaml" "$app" "$guarantee" "$scenario" "$in" "$out" "$dir/state"
-		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
+		cmd=("${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench)
 		;;
 	java)
 		local mode=count cache=()
@@ -472,6 +487,7 @@ run_one() {
 		return 0
 	fi
 	log "$scenario $g $system: $res"
+	[[ $system == kstreams ]] && log "$scenario $g $system: librdkafka $(rdkafka_of "$pid")"
 	if [[ $system == kstreams && $scenario == count ]]; then
 		local cl
 		cl=$("$TOOLS/measure" count -b "$B" "$app-counts-changelog" || true)
@@ -567,7 +583,7 @@ run_until() {
 	case $system in
 	kstreams)
 		kstreams_yaml "$dir/pipeline.yaml" "$app" exactly-once "$scenario" "$in" "$out" "$dir/state"
-		cmd=("$KSTREAMS" run "$dir/pipeline.yaml" --instance bench)
+		cmd=("${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench)
 		;;
 	java)
 		# shellcheck disable=SC2206
@@ -615,7 +631,7 @@ restore() {
 	case $system in
 	kstreams)
 		sed "s|^state_dir: .*|state_dir: $dir/state|" "$OUT/$src/pipeline.yaml" >"$dir/pipeline.yaml"
-		"$KSTREAMS" run "$dir/pipeline.yaml" --instance bench-restore >"$dir/process.log" 2>&1 &
+		"${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench-restore >"$dir/process.log" 2>&1 &
 		;;
 	java)
 		# shellcheck disable=SC2086
@@ -681,7 +697,7 @@ swap() {
 	"$TOOLS/measure" create -b "$B" "$out" "$PARTITIONS"
 	local t0 pid lpid gpid ready=$dir/latency.ready n=$((LAT_RATE * (LAT_SECONDS + 4))) t
 	t0=$(date +%s%N)
-	"$KSTREAMS" run "$dir/pipeline.yaml" --instance bench >"$dir/process.log" 2>&1 &
+	"${KS_RUN[@]}" run "$dir/pipeline.yaml" --instance bench >"$dir/process.log" 2>&1 &
 	pid=$!
 	if ! "$TOOLS/measure" wait -b "$B" -g "$app" -t "$in" -p "$pid" -0 "$t0" -T "$TIMEOUT" >/dev/null; then
 		stop_pid "$pid"
