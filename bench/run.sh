@@ -812,7 +812,7 @@ if want restore; then
 	((JAVA)) && restore java
 fi
 if want swap; then
-	if { "$KSTREAMS" 2>&1 || true; } | grep -q "reload FILE"; then
+	if { "$KSTREAMS" 2>&1 || true; } | grep -q "^  reload "; then
 		swap
 	else
 		echo -e "swap\teos\tkstreams\tpending" >>"$RESULTS"
