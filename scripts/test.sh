@@ -168,7 +168,9 @@ suite_weight() {
 # topics, groups, state directories and ports after its own pid). The shell
 # suites (docs, readme: fixed example names), outbox_pg (it restarts the
 # PostgreSQL that readme's example uses too) and mailbox_pg (same
-# PostgreSQL) share one lane, in order.
+# PostgreSQL) share one lane, in order; crash and faults (they stop and
+# restart the broker) and grow (its tool runs and reads fail while the
+# broker is away) share another, so grow never overlaps a broker restart.
 run_suites() { # label test-path...
   local label=$1 t i w best; shift
   local lanes=${KS_LANES:-2}
@@ -180,12 +182,17 @@ run_suites() { # label test-path...
   for ((i = 0; i < lanes; i++)); do load[i]=0; list[i]=""; done
   for t in $(for t; do
                w=$(suite_weight "$(suite_name "$t")")
-               case $t in *.sh | */test_outbox_pg | */test_mailbox_pg) w=$((w + 100000)) ;; esac # to lane 0
+               case $t in
+                 *.sh | */test_outbox_pg | */test_mailbox_pg) w=$((w + 100000)) ;; # to lane 0
+                 */test_crash | */test_faults | */test_grow) w=$((w + 50000)) ;;    # to lane 1
+               esac
                echo "$w $t"
              done | sort -rn | cut -d' ' -f2); do
     best=0
-    case $t in *.sh | */test_outbox_pg | */test_mailbox_pg) ;; *)
-      for ((i = 1; i < lanes; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done ;;
+    case $t in
+      *.sh | */test_outbox_pg | */test_mailbox_pg) ;;
+      */test_crash | */test_faults | */test_grow) best=1 ;;
+      *) for ((i = 1; i < lanes; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done ;;
     esac
     load[best]=$(( load[best] + $(suite_weight "$(suite_name "$t")") ))
     list[best]="${list[best]} $t"
