@@ -23,6 +23,13 @@
  * intervals, up to 100000). Runs until SIGTERM/SIGINT, then commits and
  * exits 0. One consumer and one producer, one thread (the engine's
  * default `workers: 1`).
+ *
+ * Like the engine (engine/kafka/fair_poll.c), the loop wakes librdkafka's
+ * fetcher when its queue runs dry after a run of at least 10 000 records
+ * (one watermark query to the next input partition's leader, at most once
+ * per 50 ms): librdkafka 2.0.2 stops fetching once queued.min.messages are
+ * queued and looks again only about once a second. CEILING_FETCH_WAKE=0 in
+ * the environment turns it off (the loop as before).
  */
 #define _GNU_SOURCE
 #include <librdkafka/rdkafka.h>
@@ -58,6 +65,36 @@ static int commit_ms = 100;
 /* next offset per partition of the input (positions of this batch) */
 static rd_kafka_topic_partition_list_t *positions;
 static const char *input, *output, *output2;
+
+/* The fetcher wake (see the top of the file). */
+enum { WAKE_AFTER_RECORDS = 10000, WAKE_GAP_MS = 50, WAKE_TIMEOUT_MS = 200, MAX_PARTS = 1024 };
+static int wake = 1;
+static int32_t seen[MAX_PARTS]; /* input partitions met so far */
+static int nseen, wake_next;
+static uint64_t run;
+static int64_t last_wake;
+
+static void saw_partition(int32_t p)
+{
+    for (int i = 0; i < nseen; i++)
+        if (seen[i] == p)
+            return;
+    if (nseen < MAX_PARTS)
+        seen[nseen++] = p;
+}
+
+/* The queue ran dry: after a long run, ask one partition's watermarks so
+ * that its leader's broker thread decides to fetch again now. */
+static void dry_spell(void)
+{
+    if (wake && run >= WAKE_AFTER_RECORDS && nseen > 0 && now_ms() - last_wake >= WAKE_GAP_MS) {
+        int64_t low, high;
+        last_wake = now_ms();
+        rd_kafka_query_watermark_offsets(consumer, input, seen[wake_next++ % nseen], &low, &high,
+                                         WAKE_TIMEOUT_MS);
+    }
+    run = 0;
+}
 
 static void die(const char *what, rd_kafka_error_t *e)
 {
@@ -178,6 +215,8 @@ int main(int argc, char **argv)
     }
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
+    const char *w = getenv("CEILING_FETCH_WAKE");
+    wake = !(w && strcmp(w, "0") == 0);
     char err[512];
 
     /* the engine's producer settings (collector.c new_producer, kafka.c) */
@@ -236,7 +275,11 @@ int main(int argc, char **argv)
     rd_kafka_topic_t *out2 = output2 ? rd_kafka_topic_new(producer, output2, NULL) : NULL;
     uint64_t records = 0;
     while (!stop) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 50);
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 0);
+        if (!m) {
+            dry_spell();
+            m = rd_kafka_consumer_poll(consumer, 50);
+        }
         if (m) {
             if (!m->err) {
                 begin_batch();
@@ -266,6 +309,8 @@ int main(int argc, char **argv)
                 tp->offset = m->offset + 1;
                 batch_records++;
                 records++;
+                run++;
+                saw_partition(m->partition);
             }
             rd_kafka_message_destroy(m);
         }

@@ -33,6 +33,55 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         *hi = m->offset;
 }
 
+/* A topic's handle, kept for the producer's life. */
+typedef struct ks_topic_handle {
+    char *name;
+    rd_kafka_topic_t *rkt;
+} ks_topic_handle;
+
+/* At most this many handles are kept (the sinks, changelogs and a few
+ * outbox or dead-letter topics of a pipeline); past it, produce by name. */
+#define MAX_HANDLES 64
+
+/* The handle of `topic`, made and kept on first use; NULL when none can be
+ * kept (then the record is produced by name). */
+static rd_kafka_topic_t *topic_handle(ks_collector *c, const char *topic)
+{
+    for (size_t i = 0; i < c->handle_count; i++)
+        if (strcmp(c->handles[i].name, topic) == 0)
+            return c->handles[i].rkt;
+    if (c->handle_count == MAX_HANDLES)
+        return NULL;
+    if (c->handle_count == c->handle_cap) {
+        size_t cap = c->handle_cap ? c->handle_cap * 2 : 8;
+        ks_topic_handle *h = realloc(c->handles, cap * sizeof *h);
+        if (!h)
+            return NULL;
+        c->handles = h;
+        c->handle_cap = cap;
+    }
+    char *name = strdup(topic);
+    rd_kafka_topic_t *rkt = name ? rd_kafka_topic_new(c->producer, topic, NULL) : NULL;
+    if (!rkt) {
+        free(name);
+        return NULL;
+    }
+    c->handles[c->handle_count++] = (ks_topic_handle){name, rkt};
+    return rkt;
+}
+
+/* Release the handles (before their producer is destroyed). */
+static void drop_handles(ks_collector *c)
+{
+    for (size_t i = 0; i < c->handle_count; i++) {
+        rd_kafka_topic_destroy(c->handles[i].rkt);
+        free(c->handles[i].name);
+    }
+    free(c->handles);
+    c->handles = NULL;
+    c->handle_count = c->handle_cap = 0;
+}
+
 /* Queue one record; waits while the producer's queue is full. Takes
  * `hdrs` over. 0, or KS_ERR_IO (logged). */
 static int produce(ks_collector *c, const char *topic, int32_t partition, const void *key,
@@ -43,19 +92,24 @@ static int produce(ks_collector *c, const char *topic, int32_t partition, const 
         /* two calls: RD_KAFKA_V_HEADERS is two varargs, and inside a ?: only
          * the last of them was passed (every record with headers failed
          * with "Invalid argument") */
+        rd_kafka_topic_t *kept = topic_handle(c, topic);
+        rd_kafka_topic_t *rkt = kept ? kept : rd_kafka_topic_new(c->producer, topic, NULL);
         rd_kafka_resp_err_t e =
-            hdrs ? rd_kafka_producev(
-                       c->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-                       RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
-                       RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
-                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
-                       RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
-                 : rd_kafka_producev(
-                       c->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-                       RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
-                       RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
-                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
-                       RD_KAFKA_V_END);
+            !rkt ? (rd_kafka_last_error() ? rd_kafka_last_error() : RD_KAFKA_RESP_ERR__INVALID_ARG)
+            : hdrs ? rd_kafka_producev(
+                         c->producer, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(partition),
+                         RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
+                         RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
+                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
+                         RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END)
+                   : rd_kafka_producev(
+                         c->producer, RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(partition),
+                         RD_KAFKA_V_KEY(key, klen), RD_KAFKA_V_VALUE((void *)value, vlen),
+                         RD_KAFKA_V_TIMESTAMP(ts > 0 ? ts : 0),
+                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(opaque),
+                         RD_KAFKA_V_END);
+        if (rkt && !kept)
+            rd_kafka_topic_destroy(rkt);
         if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
             rd_kafka_poll(c->producer, 10);
             continue;
@@ -212,6 +266,21 @@ static rd_kafka_t *new_producer(ks_collector *c, char *err, size_t errlen)
     return rk;
 }
 
+/* Make the handles of the changelogs and sinks now. librdkafka 2.0.2 asks
+ * for a topic's metadata at once when its handle is made, but not when a
+ * record names a topic it has not seen (produce by name): that record
+ * waits for the main thread's once-a-second scan for topics without
+ * metadata, and a pipeline's first commit waited 1-2 s for it (one scan
+ * for the changelog, the next for the sink). */
+static void known_topics(ks_collector *c)
+{
+    for (size_t s = 0; s < c->topo->pipeline->store_count; s++)
+        topic_handle(c, c->changelog_topics[s]);
+    for (size_t i = 0; i < c->topo->node_count; i++)
+        if (c->topo->nodes[i].kind == KS_NODE_SINK)
+            topic_handle(c, c->topo->nodes[i].sink->topic);
+}
+
 int ks_collector_init(ks_collector *c, const ks_topology *topo, const char *where,
                       const char *txn_id, char *err, size_t errlen)
 {
@@ -232,14 +301,19 @@ int ks_collector_init(ks_collector *c, const ks_topology *topo, const char *wher
         return KS_ERR_NOMEM;
     }
     c->producer = new_producer(c, err, errlen);
+    if (c->producer)
+        known_topics(c);
     return c->producer ? 0 : KS_ERR_IO;
 }
 
 int ks_collector_rebuild(ks_collector *c, char *err, size_t errlen)
 {
     ks_warn(c->where, "producer fatal error: rebuilding it (transactional.id %s)", c->txn_id);
+    drop_handles(c);
     rd_kafka_destroy(c->producer);
     c->producer = new_producer(c, err, errlen);
+    if (c->producer)
+        known_topics(c);
     return c->producer ? 0 : KS_ERR_IO;
 }
 
@@ -249,6 +323,7 @@ void ks_collector_free(ks_collector *c)
         return; /* never initialised */
     if (c->producer) {
         rd_kafka_flush(c->producer, 10000);
+        drop_handles(c);
         rd_kafka_destroy(c->producer);
         c->producer = NULL;
     }

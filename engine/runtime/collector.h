@@ -32,6 +32,12 @@ typedef struct ks_collector {
     rd_kafka_t *producer;
     int64_t txn_timeout_ms; /* the producer's transaction.timeout.ms */
     char **changelog_topics; /* by store index */
+    /* the producer's topic handles: the changelogs' and sinks' made with
+     * it, others on first use (collector.c: a produce by name waits up to
+     * a second for a new topic's metadata, and looks the topic up under a
+     * lock per record) */
+    struct ks_topic_handle *handles;
+    size_t handle_count, handle_cap;
     /* the first delivery failure since ks_collector_clear_delivery_error */
     rd_kafka_resp_err_t delivery_err;
     char delivery_errstr[256];

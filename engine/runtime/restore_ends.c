@@ -28,14 +28,16 @@ static rd_kafka_topic_partition_list_t *partitions_of(ks_replay *rp, size_t n,
     return l;
 }
 
-/* The end offset of every partition of `l` as `client` sees it (ListOffsets
- * "latest": the last stable offset on a read_committed client, the log end
- * on a read_uncommitted one), in each element's offset: one request per
- * leader for all of them. 0, or KS_ERR_IO when any is missing. */
-static int list_ends(rd_kafka_t *client, rd_kafka_topic_partition_list_t *l)
+/* The offset `which` (RD_KAFKA_OFFSET_END or _BEGINNING) of every
+ * partition of `l` as `client` sees it (ListOffsets "latest": the last
+ * stable offset on a read_committed client, the log end on a
+ * read_uncommitted one; "earliest": the log start), in each element's
+ * offset: one request per leader for all of them. 0, or KS_ERR_IO when
+ * any is missing. */
+static int list_offsets(rd_kafka_t *client, rd_kafka_topic_partition_list_t *l, int64_t which)
 {
     for (int i = 0; i < l->cnt; i++)
-        l->elems[i].offset = RD_KAFKA_OFFSET_END; /* the "timestamp" of the latest */
+        l->elems[i].offset = which; /* the "timestamp" of the latest or earliest */
     if (rd_kafka_offsets_for_times(client, l, 10000) != RD_KAFKA_RESP_ERR_NO_ERROR)
         return KS_ERR_IO;
     for (int i = 0; i < l->cnt; i++)
@@ -48,11 +50,11 @@ static int list_ends(rd_kafka_t *client, rd_kafka_topic_partition_list_t *l)
  * element). 0, or KS_ERR_IO. */
 static int read_ends(ks_restorer *r, rd_kafka_topic_partition_list_t *l, int64_t *hw)
 {
-    int rc = list_ends(r->consumer, l);
+    int rc = list_offsets(r->consumer, l, RD_KAFKA_OFFSET_END);
     for (int i = 0; rc == 0 && i < l->cnt; i++)
         ((ks_replay *)l->elems[i].opaque)->lso = l->elems[i].offset;
     if (rc == 0)
-        rc = list_ends(r->probe, l);
+        rc = list_offsets(r->probe, l, RD_KAFKA_OFFSET_END);
     for (int i = 0; rc == 0 && i < l->cnt; i++)
         hw[i] = l->elems[i].offset;
     return rc;
@@ -137,6 +139,32 @@ static int table_limits(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t
     return rc;
 }
 
+static int from_the_start(const ks_replay *rp)
+{
+    return rp->checkpoint < 0;
+}
+
+/* Start the replays without a checkpoint at their partition's log start
+ * offset, so that the restore consumer is assigned explicit offsets:
+ * assigned "beginning", librdkafka 2.0.2 looks the offset up itself once
+ * the partition's leader is known to it, and retries only after 500 ms
+ * when it is not yet (measured: the first record of a restore came 20 ms
+ * after the assign in some runs and 520 ms in the others). When the start
+ * cannot be read, the replay keeps starting at "beginning". */
+static void read_starts(ks_restorer *r, ks_replay *rp, size_t n)
+{
+    rd_kafka_topic_partition_list_t *l = partitions_of(rp, n, from_the_start);
+    if (!l)
+        return;
+    if (list_offsets(r->consumer, l, RD_KAFKA_OFFSET_BEGINNING) == 0)
+        for (int i = 0; i < l->cnt; i++) {
+            ks_replay *e = l->elems[i].opaque;
+            e->from = l->elems[i].offset;
+            e->start_known = 1;
+        }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
 int ks_restore_ends(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t n)
 {
     rd_kafka_topic_partition_list_t *l = partitions_of(rp, n, NULL);
@@ -144,5 +172,7 @@ int ks_restore_ends(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t n)
         return 0;
     int rc = wait_stable(r, l);
     rd_kafka_topic_partition_list_destroy(l);
+    if (rc == 0)
+        read_starts(r, rp, n);
     return rc == 0 ? table_limits(r, group, rp, n) : rc;
 }

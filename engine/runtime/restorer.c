@@ -352,7 +352,7 @@ static int assign_all(pass *ps)
             continue;
         }
         rd_kafka_topic_partition_list_add(l, rp->topic, rp->partition)->offset =
-            rp->checkpoint < 0 ? RD_KAFKA_OFFSET_BEGINNING : rp->checkpoint;
+            rp->checkpoint >= 0 || rp->start_known ? rp->from : RD_KAFKA_OFFSET_BEGINNING;
         rp->active = 1;
         ps->active++;
         query_progress(ps, rp);
