@@ -819,6 +819,8 @@ if want swap; then
 	fi
 fi
 echo "# load_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RESULTS"
+# each run's figures stay, for bench/variation.py across runs
+cp "$RESULTS" "$OUT/results-$RUN.tsv"
 
 python3 "$ROOT/bench/report.py" "$RESULTS" --chart "$CHART" --venv "$BUILD/bench-venv" |
 	tee "$OUT/table.md"
