@@ -168,9 +168,11 @@ suite_weight() {
 # topics, groups, state directories and ports after its own pid). The shell
 # suites (docs, readme: fixed example names), outbox_pg (it restarts the
 # PostgreSQL that readme's example uses too) and mailbox_pg (same
-# PostgreSQL) share one lane, in order; crash and faults (they stop and
-# restart the broker) and grow (its tool runs and reads fail while the
-# broker is away) share another, so grow never overlaps a broker restart.
+# PostgreSQL) share one lane, in order; so does every suite that stops and
+# restarts the broker (crash, faults, outbox and outbox_pg) and grow (its
+# tool runs and reads fail while the broker is away): a restart in one lane
+# while crash set up its topics in the other failed four of its cases
+# ("All brokers are currently fenced"). The other lane gets the rest.
 run_suites() { # label test-path...
   local label=$1 t i w best; shift
   local lanes=${KS_LANES:-2}
@@ -184,14 +186,14 @@ run_suites() { # label test-path...
                w=$(suite_weight "$(suite_name "$t")")
                case $t in
                  *.sh | */test_outbox_pg | */test_mailbox_pg) w=$((w + 100000)) ;; # to lane 0
-                 */test_crash | */test_faults | */test_grow) w=$((w + 50000)) ;;    # to lane 1
+                 */test_crash | */test_faults | */test_grow | */test_outbox) w=$((w + 50000)) ;;
                esac
                echo "$w $t"
              done | sort -rn | cut -d' ' -f2); do
     best=0
     case $t in
       *.sh | */test_outbox_pg | */test_mailbox_pg) ;;
-      */test_crash | */test_faults | */test_grow) best=1 ;;
+      */test_crash | */test_faults | */test_grow | */test_outbox) ;;
       *) for ((i = 1; i < lanes; i++)); do [ "${load[i]}" -lt "${load[best]}" ] && best=$i; done ;;
     esac
     load[best]=$(( load[best] + $(suite_weight "$(suite_name "$t")") ))

@@ -95,15 +95,17 @@ rd_kafka_t *it_admin_client(void)
     return client(RD_KAFKA_PRODUCER, props);
 }
 
-int it_create_topic_with(const char *topic, int partitions, int replication,
-                         const char *const *configs)
+/* One CreateTopics request: 0, else the error code (-1 when there was no
+ * answer or the request could not be made); *msg says why. */
+static int create_topic_once(const char *topic, int partitions, int replication,
+                             const char *const *configs, char *msg, size_t msglen)
 {
     rd_kafka_t *rk = it_admin_client();
-    if (!rk)
+    if (!rk) {
+        snprintf(msg, msglen, "no admin client");
         return -1;
-    char err[512];
-    rd_kafka_NewTopic_t *nt =
-        rd_kafka_NewTopic_new(topic, partitions, replication, err, sizeof err);
+    }
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, replication, msg, msglen);
     for (size_t i = 0; nt && configs && configs[i]; i += 2)
         rd_kafka_NewTopic_set_config(nt, configs[i], configs[i + 1]);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
@@ -111,16 +113,14 @@ int it_create_topic_with(const char *topic, int partitions, int replication,
         rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
     rd_kafka_event_t *ev = nt ? rd_kafka_queue_poll(q, 30000) : NULL;
     int rc = -1;
-    if (!nt)
-        fprintf(stderr, "itest: create %s: %s\n", topic, err);
+    if (nt && !ev)
+        snprintf(msg, msglen, "no answer in 30 s");
     if (ev) {
         size_t n;
         const rd_kafka_topic_result_t **tr =
             rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-        rc = (n == 1 && !rd_kafka_topic_result_error(tr[0])) ? 0 : -1;
-        if (rc)
-            fprintf(stderr, "itest: create %s: %s\n", topic,
-                    n ? rd_kafka_topic_result_error_string(tr[0]) : "?");
+        rc = n == 1 ? (int)rd_kafka_topic_result_error(tr[0]) : -1;
+        snprintf(msg, msglen, "%s", n ? rd_kafka_topic_result_error_string(tr[0]) : "?");
         rd_kafka_event_destroy(ev);
     }
     rd_kafka_queue_destroy(q);
@@ -128,6 +128,36 @@ int it_create_topic_with(const char *topic, int partitions, int replication,
         rd_kafka_NewTopic_destroy(nt);
     rd_kafka_destroy(rk);
     return rc;
+}
+
+/* Errors of a broker that another suite is restarting (the test command
+ * runs two suites at a time): a stopping KRaft broker is fenced ("All
+ * brokers are currently fenced", INVALID_REPLICATION_FACTOR), a stopped
+ * one does not answer. */
+static int transient(int rc)
+{
+    return rc == -1 || rc == RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR ||
+           rc == RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE || rc == RD_KAFKA_RESP_ERR_NOT_CONTROLLER ||
+           rc == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT || rc == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+           rc == RD_KAFKA_RESP_ERR__TRANSPORT;
+}
+
+int it_create_topic_with(const char *topic, int partitions, int replication,
+                         const char *const *configs)
+{
+    char msg[512] = "";
+    int64_t until = it_now_ms() + 90000;
+    for (int attempt = 0;; attempt++) {
+        int rc = create_topic_once(topic, partitions, replication, configs, msg, sizeof msg);
+        if (rc == 0 || (attempt > 0 && rc == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS))
+            return 0; /* (an earlier attempt created it without answering) */
+        if (!transient(rc) || it_now_ms() > until) {
+            fprintf(stderr, "itest: create %s: %s\n", topic, msg);
+            return -1;
+        }
+        fprintf(stderr, "itest: create %s: %s (the broker restarting? trying again)\n", topic, msg);
+        it_sleep_ms(1000);
+    }
 }
 
 int it_create_topic(const char *topic, int partitions)
