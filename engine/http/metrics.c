@@ -3,6 +3,7 @@
  * names are grouped at render time so HELP/TYPE appear once per family.
  */
 #include "http/metrics.h"
+#include "base/grow.h"
 
 #include <microhttpd.h>
 #include <pthread.h>
@@ -102,14 +103,10 @@ static sample *find(ks_metrics *m, const char *name, const char *labels)
     for (size_t i = 0; i < m->count; i++)
         if (strcmp(m->samples[i].name, name) == 0 && strcmp(m->samples[i].labels, labels) == 0)
             return &m->samples[i];
-    if (m->count == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 64;
-        sample *grown = realloc(m->samples, cap * sizeof *grown);
-        if (!grown)
-            return NULL;
-        m->samples = grown;
-        m->cap = cap;
-    }
+    sample *grown = ks_grow(m->samples, &m->cap, m->count, sizeof *grown, 64);
+    if (!grown)
+        return NULL;
+    m->samples = grown;
     sample *s = &m->samples[m->count];
     s->name = strdup(name);
     s->labels = strdup(labels ? labels : "");

@@ -31,6 +31,7 @@
  * load: such a query is refused (use --raw).
  */
 #include "query/query_store.h"
+#include "base/grow.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -290,16 +291,12 @@ static int raw_entry(void *arg, ks_bytes k, ks_bytes v)
         q->cur_len = klen;
         q->have_cur = 1;
     }
-    if (q->nts == q->capts) {
-        size_t cap = q->capts ? q->capts * 2 : 64;
-        int64_t *grown = realloc(q->ts, cap * sizeof *grown);
-        if (!grown) {
-            q->nomem = 1;
-            return 1;
-        }
-        q->ts = grown;
-        q->capts = cap;
+    int64_t *grown = ks_grow(q->ts, &q->capts, q->nts, sizeof *grown, 64);
+    if (!grown) {
+        q->nomem = 1;
+        return 1;
     }
+    q->ts = grown;
     q->ts[q->nts++] = times[0];
     return 0;
 }

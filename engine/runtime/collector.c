@@ -3,6 +3,7 @@
  * it (collector.h).
  */
 #include "runtime/collector.h"
+#include "base/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,14 +53,10 @@ static rd_kafka_topic_t *topic_handle(ks_collector *c, const char *topic)
             return c->handles[i].rkt;
     if (c->handle_count == MAX_HANDLES)
         return NULL;
-    if (c->handle_count == c->handle_cap) {
-        size_t cap = c->handle_cap ? c->handle_cap * 2 : 8;
-        ks_topic_handle *h = realloc(c->handles, cap * sizeof *h);
-        if (!h)
-            return NULL;
-        c->handles = h;
-        c->handle_cap = cap;
-    }
+    ks_topic_handle *grown = ks_grow(c->handles, &c->handle_cap, c->handle_count, sizeof *grown, 8);
+    if (!grown)
+        return NULL;
+    c->handles = grown;
     char *name = strdup(topic);
     rd_kafka_topic_t *rkt = name ? rd_kafka_topic_new(c->producer, topic, NULL) : NULL;
     if (!rkt) {

@@ -405,7 +405,8 @@ int ks_committer_commit(ks_committer *c)
         ks_reload_note_commit(c->eng->reload); /* the running builds are good ones */
     c->commit_seconds += (double)(ks_mono_ms() - started) / 1000.0;
     adapt_batch_limit(c, processing);
-    ks_debug(c->where, "commit of %zu records: %s in %lld ms", c->batch_records,
-             rc == 0 ? "ok" : "failed", (long long)(ks_mono_ms() - started));
+    ks_debug(c->where, "commit of %zu records after %lld ms of processing: %s in %lld ms",
+             records, (long long)processing, rc == 0 ? "ok" : "failed",
+             (long long)(ks_mono_ms() - started));
     return rc;
 }

@@ -2,6 +2,7 @@
  * grow_move.c - see grow_move.h.
  */
 #include "runtime/grow_move.h"
+#include "base/grow.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,14 +16,10 @@
 
 static int add_entry(ks_grow_changelog *c, ks_bytes key, const ks_bytes *value, int32_t p)
 {
-    if (c->count == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 256;
-        ks_grow_entry *e = realloc(c->entries, cap * sizeof *e);
-        if (!e)
-            return KS_ERR_NOMEM;
-        c->entries = e;
-        c->cap = cap;
-    }
+    ks_grow_entry *grown = ks_grow(c->entries, &c->cap, c->count, sizeof *grown, 256);
+    if (!grown)
+        return KS_ERR_NOMEM;
+    c->entries = grown;
     ks_grow_entry *e = &c->entries[c->count];
     e->key = malloc(key.len ? key.len : 1);
     e->value = malloc(value->len ? value->len : 1);

@@ -4,6 +4,7 @@
  * values in one growing arena (offsets, as the arena moves when it grows).
  */
 #include "runtime/restore_fold.h"
+#include "base/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -138,14 +139,10 @@ int ks_fold_put(ks_fold *f, ks_bytes key, const ks_bytes *value, int64_t offset)
     size_t s = find(f, key, h);
     if (f->index[s])
         return set_value(f, &f->e[f->index[s] - 1], value, offset);
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 1024;
-        entry *e = realloc(f->e, cap * sizeof *e);
-        if (!e)
-            return KS_ERR_NOMEM;
-        f->e = e;
-        f->cap = cap;
-    }
+    entry *grown = ks_grow(f->e, &f->cap, f->n, sizeof *grown, 1024);
+    if (!grown)
+        return KS_ERR_NOMEM;
+    f->e = grown;
     size_t at = reserve(f, key.len);
     if (at == (size_t)-1)
         return KS_ERR_NOMEM;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "state/store_internal.h"
+#include "base/grow.h"
 
 /* ------------------------------------------------------------------ */
 /* Stores                                                              */
@@ -40,14 +41,10 @@ int ks_store_db_open(ks_store_env *env, const char *name, ks_store_db **out)
                 env->dir, name, env->max_stores);
         return KS_ERR_INVALID;
     }
-    if (env->ndbs == env->dbcap) {
-        size_t cap = env->dbcap ? env->dbcap * 2 : 8;
-        ks_store_db **d = realloc(env->dbs, cap * sizeof *d);
-        if (!d)
-            return KS_ERR_NOMEM;
-        env->dbs = d;
-        env->dbcap = cap;
-    }
+    ks_store_db **grown = ks_grow(env->dbs, &env->dbcap, env->ndbs, sizeof *grown, 8);
+    if (!grown)
+        return KS_ERR_NOMEM;
+    env->dbs = grown;
     ks_store_db *db = calloc(1, sizeof *db);
     if (!db || !(db->name = strdup(name))) {
         free(db);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "base/grow.h"
 #include "outbox/outbox.h"
 #include "outbox/outbox_requests.h"
 #include "runtime/serde.h"
@@ -58,14 +59,10 @@ static int on_emit(void *arg, ks_task *task, const ks_topo_node *sink, const ks_
      * partitions as it has tasks */
     drv_out **arr = cs->feeds ? &drv->rp : &drv->out;
     size_t *n = cs->feeds ? &drv->nrp : &drv->nout, *capp = cs->feeds ? &drv->rp_cap : &drv->cap;
-    if (*n == *capp) {
-        size_t cap = *capp ? *capp * 2 : 64;
-        drv_out *o = realloc(*arr, cap * sizeof *o);
-        if (!o)
-            return KS_ERR_NOMEM;
-        *arr = o;
-        *capp = cap;
-    }
+    drv_out *grown = ks_grow(*arr, capp, *n, sizeof *grown, 64);
+    if (!grown)
+        return KS_ERR_NOMEM;
+    *arr = grown;
     drv_out *o = &(*arr)[*n];
     memset(o, 0, sizeof *o);
     o->sink = sink;
@@ -131,14 +128,10 @@ static int on_emit_topic(void *arg, ks_task *task, const char *topic, const ks_r
         set_err(drv, "%s: the test driver keeps no records for topic %s", task->where, topic);
         return KS_ERR_UNSUPPORTED;
     }
-    if (drv->nev == drv->ev_cap) {
-        size_t cap = drv->ev_cap ? drv->ev_cap * 2 : 16;
-        drv_event *e = realloc(drv->ev, cap * sizeof *e);
-        if (!e)
-            return KS_ERR_NOMEM;
-        drv->ev = e;
-        drv->ev_cap = cap;
-    }
+    drv_event *grown = ks_grow(drv->ev, &drv->ev_cap, drv->nev, sizeof *grown, 16);
+    if (!grown)
+        return KS_ERR_NOMEM;
+    drv->ev = grown;
     drv_event *e = &drv->ev[drv->nev];
     memset(e, 0, sizeof *e);
     memcpy(e->id, idh->value, KS_OUTBOX_ID_LEN);
