@@ -51,6 +51,10 @@
 # BENCH_KAFKA_PORT (9992), BENCH_RECORDS (1000000), BENCH_KEYS (100000),
 # BENCH_VALUE_BYTES (100), BENCH_SKEW (0), BENCH_PARTITIONS (4),
 # BENCH_COMMIT_MS (100), BENCH_LATENCY_RATE (5000), BENCH_LATENCY_SECONDS (5),
+# BENCH_LATENCY_AT (unset: at once; S: the latency phase starts when the
+# wall clock is S seconds past the minute, so that a windowed run's phase
+# holds, or misses, the moment its 60 s windows expire, S = 10 with the
+# scenario's 10 s grace),
 # BENCH_JAVA_OPTS (none: the JVM's defaults), BENCH_TIMEOUT (300 s per run),
 # BENCH_SCENARIOS (the scenarios to run, as --only; default
 # "stateless stateless-yaml count window restore swap"), BENCH_TABLE_KEYS (100000: the
@@ -117,6 +121,7 @@ COMMIT_MS=${BENCH_COMMIT_MS:-100}
 LAT_RATE=${BENCH_LATENCY_RATE:-5000}
 LAT_SECONDS=${BENCH_LATENCY_SECONDS:-5}
 LAT_WARMUP_MS=1000
+LAT_AT=${BENCH_LATENCY_AT:-}
 TIMEOUT=${BENCH_TIMEOUT:-300}
 JAVA_OPTS=${BENCH_JAVA_OPTS:-}
 GUARANTEES=${BENCH_GUARANTEES:-eos alo}
@@ -541,13 +546,17 @@ run_one() {
 	# latency: steady input while the processor is caught up
 	local lat ready=$dir/latency.ready lpid n=$((LAT_RATE * LAT_SECONDS))
 	rm -f "$ready"
-	"$TOOLS/measure" latency -b "$B" -t "$outs" -r "$ready" -w "$LAT_WARMUP_MS" -i 2000 -T 120 \
+	"$TOOLS/measure" latency -b "$B" -t "$outs" -r "$ready" -w "$LAT_WARMUP_MS" -i 2000 -T $((LAT_SECONDS + 180)) \
 		>"$dir/latency.out" 2>"$dir/latency.err" &
 	lpid=$!
 	for ((t = 0; t < 300; t++)); do
 		[[ -e $ready ]] && break
 		sleep 0.05
 	done
+	if [[ -n $LAT_AT ]]; then
+		for ((t = 0; t < 1300 && 10#$(date +%S) != LAT_AT; t++)); do sleep 0.05; done
+		log "$scenario $g $system: latency phase starts at $(date +%T.%N | cut -c1-12)"
+	fi
 	"$TOOLS/loadgen" -q -b "$B" -t "$in" -n "$n" -k "$KEYS" -s "$VALUE_BYTES" -z "$SKEW" \
 		-f "$fmt" -r "$LAT_RATE" -S 2 -L || log "latency loadgen failed"
 	wait "$lpid" || true

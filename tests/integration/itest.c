@@ -160,6 +160,99 @@ int it_create_topic_with(const char *topic, int partitions, int replication,
     }
 }
 
+int it_watermarks(const char *topic, int n, int64_t *lo, int64_t *hi)
+{
+    rd_kafka_t *rk = it_admin_client();
+    int rc = rk ? 0 : -1;
+    for (int p = 0; rc == 0 && p < n; p++) {
+        int64_t l = -1, h = -1;
+        rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic, p, &l, &h, 10000);
+        if (err) {
+            fprintf(stderr, "watermarks of %s [%d]: %s\n", topic, p, rd_kafka_err2str(err));
+            rc = -1;
+        }
+        if (lo)
+            lo[p] = l;
+        if (hi)
+            hi[p] = h;
+    }
+    if (rk)
+        rd_kafka_destroy(rk);
+    return rc;
+}
+
+int it_delete_records(const char *topic, int n, const int64_t *before)
+{
+    rd_kafka_t *rk = it_admin_client();
+    if (!rk)
+        return -1;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(n);
+    for (int p = 0; p < n; p++)
+        if (before[p] >= 0)
+            rd_kafka_topic_partition_list_add(l, topic, p)->offset = before[p];
+    rd_kafka_DeleteRecords_t *del = rd_kafka_DeleteRecords_new(l);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteRecords(rk, &del, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    int rc = -1;
+    const rd_kafka_DeleteRecords_result_t *res = ev ? rd_kafka_event_DeleteRecords_result(ev) : NULL;
+    const rd_kafka_topic_partition_list_t *done =
+        res ? rd_kafka_DeleteRecords_result_offsets(res) : NULL;
+    if (!ev)
+        fprintf(stderr, "DeleteRecords on %s: no answer in 30 s\n", topic);
+    else if (rd_kafka_event_error(ev))
+        fprintf(stderr, "DeleteRecords on %s: %s\n", topic, rd_kafka_event_error_string(ev));
+    else if (done) {
+        rc = 0;
+        for (int i = 0; i < done->cnt; i++)
+            if (done->elems[i].err) {
+                fprintf(stderr, "DeleteRecords on %s [%d]: %s\n", topic,
+                        (int)done->elems[i].partition, rd_kafka_err2str(done->elems[i].err));
+                rc = -1;
+            }
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteRecords_destroy(del);
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+int it_alter_topic(const char *topic, const char *const *configs)
+{
+    rd_kafka_t *rk = it_admin_client();
+    if (!rk)
+        return -1;
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    for (size_t i = 0; configs[i]; i += 2)
+        rd_kafka_ConfigResource_set_config(res, configs[i], configs[i + 1]);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AlterConfigs(rk, &res, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    int rc = -1;
+    if (!ev) {
+        fprintf(stderr, "AlterConfigs on %s: no answer in 30 s\n", topic);
+    } else if (rd_kafka_event_error(ev)) {
+        fprintf(stderr, "AlterConfigs on %s: %s\n", topic, rd_kafka_event_error_string(ev));
+    } else {
+        size_t n = 0;
+        const rd_kafka_ConfigResource_t **r =
+            rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev), &n);
+        rc = n == 1 && !rd_kafka_ConfigResource_error(r[0]) ? 0 : -1;
+        if (rc)
+            fprintf(stderr, "AlterConfigs on %s: %s\n", topic,
+                    n ? rd_kafka_ConfigResource_error_string(r[0]) : "no result");
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 int it_create_topic(const char *topic, int partitions)
 {
     return it_create_topic_with(topic, partitions, 1, NULL);

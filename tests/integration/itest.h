@@ -45,6 +45,17 @@ int it_create_topic_with(const char *topic, int partitions, int replication,
 /* A producer for admin and metadata calls that never auto-creates a topic
  * by asking for it; the caller destroys it. NULL on error. */
 rd_kafka_t *it_admin_client(void);
+/* The low (log start) and high watermarks of partitions 0..n-1 of `topic`
+ * into lo[] and hi[] (either may be NULL); 0, or -1 (a message on stderr). */
+int it_watermarks(const char *topic, int n, int64_t *lo, int64_t *hi);
+/* DeleteRecords: move the log start of partitions 0..n-1 of `topic` to
+ * before[p] (a value < 0 leaves that partition alone); 0, or -1 (a
+ * message on stderr). */
+int it_delete_records(const char *topic, int n, const int64_t *before);
+/* Set the topic's configs to the NULL-terminated name, value pairs (an
+ * AlterConfigs request: configs not named go back to the broker's
+ * defaults); 0, or -1 (a message on stderr). */
+int it_alter_topic(const char *topic, const char *const *configs);
 /* Produce n records made by `make` (fills key/value, NUL-terminated, and
  * may set *partition, -1 for the default partitioner); waits for delivery. */
 typedef void (*it_make_fn)(int i, char *key, size_t klen, char *value, size_t vlen,

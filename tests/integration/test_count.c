@@ -7,6 +7,8 @@
  *   2. 25 000 more; kill -9 while processing      -> restart replays a tail
  *   3. state directory deleted                    -> full restore, counts go on
  *   4. a second process joins mid-stream, leaves  -> still exact
+ *   5. the changelog's head deleted (log start > 0), state deleted
+ *                                                 -> restore from the log start
  * After each phase the output topic (read_committed) must hold, per key,
  * rising counts ending at n, no repeat: the record cache (when a pipeline turns it on)
  * folds a key's updates within a commit, so values may be skipped; the
@@ -235,6 +237,68 @@ static void test_counts_second_process(void)
     check_sequences("second process");
 }
 
+/* Every key updated by the records [base, base + n). */
+static int all_keys_in(long base, long n)
+{
+    static char seen[KEYS];
+    memset(seen, 0, sizeof seen);
+    int count = 0;
+    for (long x = base; x < base + n; x++) {
+        int k = (int)((x * 7919 + (x % 13) * 31) % KEYS);
+        count += !seen[k];
+        seen[k] = 1;
+    }
+    return count == KEYS;
+}
+
+/* A changelog whose head was deleted starts at an offset past 0: the
+ * broker refuses DeleteRecords on a compact-only topic ("Policy
+ * violation", Kafka 4.1.1), so the operator first sets
+ * cleanup.policy=compact,delete (the policy Kafka Streams gives windowed
+ * changelogs). A restore from an empty state directory must start at the
+ * log start, and since every key was updated after the deleted head, the
+ * counts must go on exactly. */
+static void test_restore_from_a_log_start_past_zero(void)
+{
+    char changelog[200], state[400];
+    snprintf(changelog, sizeof changelog, "%s-counts-changelog", app);
+    int64_t head[4], lo[4];
+    CU_ASSERT_FATAL(it_watermarks(changelog, 4, NULL, head) == 0);
+    long base = produced;
+    produce_more(8000);
+    CU_ASSERT_FATAL(all_keys_in(base, 8000)); /* the premise: nothing lives only in the head */
+    clear_log(log_a);
+    pid_t a = it_engine_start(yaml_a, "a", log_a);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    static const char *const both[] = {"cleanup.policy", "compact,delete", NULL};
+    CU_ASSERT_FATAL(it_alter_topic(changelog, both) == 0);
+    CU_ASSERT_FATAL(it_delete_records(changelog, 4, head) == 0);
+    CU_ASSERT_FATAL(it_watermarks(changelog, 4, lo, NULL) == 0);
+    for (int p = 0; p < 4; p++) {
+        CU_ASSERT(head[p] > 0);
+        CU_ASSERT_EQUAL(lo[p], head[p]);
+    }
+    snprintf(state, sizeof state, "%s/state-a", dir);
+    rm_rf(state);
+    clear_log(log_a);
+    produce_more(3000);
+    a = it_engine_start(yaml_a, "a", log_a);
+    wait_outputs(produced);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+    int starts = 0;
+    for (int p = 0; p < 4; p++) {
+        char from[64];
+        snprintf(from, sizeof from, "records replayed from offset %lld ", (long long)head[p]);
+        int found = it_log_count(log_a, from) > 0;
+        printf("  partition %d: log start %lld, restored from there: %s\n", p,
+               (long long)head[p], found ? "yes" : "no");
+        starts += found;
+    }
+    CU_ASSERT_EQUAL(starts, 4);
+    check_sequences("changelog head deleted");
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -242,6 +306,8 @@ int main(void)
         {"count: kill -9 mid-stream, restart replays only the tail", test_counts_after_kill9},
         {"count: state directory deleted, full restore", test_counts_after_state_loss},
         {"count: a second process joins and leaves", test_counts_second_process},
+        {"count: restore from a changelog whose head was deleted (log start > 0)",
+         test_restore_from_a_log_start_past_zero},
         {NULL, NULL}};
     return it_main("count", cases);
 }
