@@ -701,6 +701,48 @@ static void test_tumbling_final_restart(void)
     h_stop(h);
 }
 
+/* All 300 windows of one second expire at the same stream time: emit:
+ * update deletes at most 66 of them per record (64 + twice the one
+ * window a record opens), the rest with the records that follow, even
+ * those that do not move the stream time or come late, and after a
+ * restart; what is emitted does not change.
+ * emit: final still closes every window on the one record. */
+static void test_expiry_spread(void)
+{
+    harness *h = &H;
+    char key[16];
+    h_start(h, NODE("{ kind: tumbling, size: 1s }"));
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "k%03d", i);
+        CU_ASSERT_EQUAL(feed(h, key, "{}", 1000 + i), KS_OK);
+    }
+    CU_ASSERT_EQUAL(store_entries(h), 1 + 2 * 300); /* meta, windows, index */
+    CU_ASSERT_EQUAL(feed(h, "z", "{}", 2000), KS_OK); /* [1000, 2000) expire */
+    CU_ASSERT_EQUAL(store_entries(h), 1 + 2 * (300 - 66) + 2);
+    commit(h);
+    ks_task_destroy(h->task); /* a restart: the next record goes on deleting */
+    h_task(h);
+    /* 66 more each, the stream time unchanged: two dropped as late */
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(feed(h, "z", "{}", 1999 + (i % 2)), KS_OK);
+    CU_ASSERT_EQUAL(store_entries(h), 1 + 2); /* meta, z's window and index */
+    CU_ASSERT_EQUAL(h->nout, 300 + 3);
+    CU_ASSERT(h->out[h->nout - 1].count == 3 && strcmp(h->out[h->nout - 1].key, "z") == 0);
+    commit(h);
+    CU_ASSERT(h->changelog_tombstones >= 2 * 300);
+    h_stop(h);
+
+    h_start(h, NODE("{ kind: tumbling, size: 1s, emit: final }"));
+    for (int i = 0; i < 300; i++) {
+        snprintf(key, sizeof key, "k%03d", i);
+        CU_ASSERT_EQUAL(feed(h, key, "{}", 1000 + i), KS_OK);
+    }
+    CU_ASSERT_EQUAL(h->nout, 0);
+    CU_ASSERT_EQUAL(feed(h, "z", "{}", 2000), KS_OK);
+    CU_ASSERT_EQUAL(h->nout, 300);
+    h_stop(h);
+}
+
 static void test_hopping_reference(void)
 {
     static input in[400];
@@ -903,6 +945,8 @@ void ks_test_register_windows(void)
     CU_add_test(s, "window spec reader names the key at fault", test_spec_read);
     CU_add_test(s, "tumbling count, every update, late drop", test_tumbling_update);
     CU_add_test(s, "tumbling final: grace, restarts, once", test_tumbling_final_restart);
+    CU_add_test(s, "expired windows go a bounded number per record (update mode)",
+                test_expiry_spread);
     CU_add_test(s, "hopping count == reference", test_hopping_reference);
     CU_add_test(s, "session count == reference", test_session_reference);
     CU_add_test(s, "sliding count == reference", test_sliding_reference);
