@@ -30,27 +30,41 @@ ROOT=$PWD
 LOGDIR=$ROOT/build/test-logs
 passed=0
 failed=0
+failed_logs=() # the logs with a failure, named again above the summary
 
 note() { printf '\n=== %s\n' "$*"; }
 
 # Add up every "<suite>: N passed, N failed" line of a log; a program that
 # printed no summary (crash, hang) counts as one failure.
 tally() {
-  local log=$1 status=$2 lines
+  local log=$1 status=$2 lines before=$failed
   lines=$(grep -E '^[A-Za-z0-9_-]+: [0-9]+ passed, [0-9]+ failed' "$log" || true)
   if [ -z "$lines" ]; then
     echo "no test summary in $log (exit $status): counted as 1 failure"
     failed=$((failed + 1))
-    return
+  else
+    while read -r _ p _ f _; do
+      passed=$((passed + p))
+      failed=$((failed + f))
+    done <<<"$lines"
+    if [ "$status" -ne 0 ] && ! grep -qE ' [1-9][0-9]* failed' <<<"$lines"; then
+      echo "$log: exit $status without a failed test: counted as 1 failure"
+      failed=$((failed + 1))
+    fi
   fi
-  while read -r _ p _ f _; do
-    passed=$((passed + p))
-    failed=$((failed + f))
-  done <<<"$lines"
-  if [ "$status" -ne 0 ] && ! grep -qE ' [1-9][0-9]* failed' <<<"$lines"; then
-    echo "$log: exit $status without a failed test: counted as 1 failure"
-    failed=$((failed + 1))
-  fi
+  [ "$failed" -eq "$before" ] || failed_logs+=("$log")
+}
+
+# Which cases failed, and at which assertion, for each log with a failure:
+# printed just above the summary, where a reader of a long run's tail sees it.
+name_failures() {
+  local log
+  for log in "${failed_logs[@]}"; do
+    echo "failed in $log:"
+    awk '/^  Test: / { t = $0; sub(/ \.\.\..*/, "", t) }
+         /FAILED/ && t != "" { print t; t = "" }
+         /^ +[0-9]+\. [^ ]+\.c:[0-9]+/ { print }' "$log" | head -12
+  done
 }
 
 scripts/setup.sh || exit 1
@@ -163,16 +177,18 @@ suite_weight() {
   esac
 }
 
-# Run suites against one broker in $KS_LANES lanes at once (default 2: the
-# suites mostly wait on the broker and on timers, and every suite names its
-# topics, groups, state directories and ports after its own pid). The shell
-# suites (docs, readme: fixed example names), outbox_pg (it restarts the
+# Run suites in $KS_LANES lanes at once (default 2: the suites mostly wait on
+# the broker and on timers, and every suite names its topics, groups, state
+# directories and ports after its own pid). The shell suites (docs, readme:
+# fixed example names and 127.0.0.1:9092), outbox_pg (it restarts the
 # PostgreSQL that readme's example uses too) and mailbox_pg (same
-# PostgreSQL) share one lane, in order; so does every suite that stops and
+# PostgreSQL) share lane 0, in order; so does every suite that stops and
 # restarts the broker (crash, faults, outbox and outbox_pg) and grow (its
-# tool runs and reads fail while the broker is away): a restart in one lane
-# while crash set up its topics in the other failed four of its cases
-# ("All brokers are currently fenced"). The other lane gets the rest.
+# tool runs and reads fail while the broker is away). The other lanes get
+# the rest, on the broker at $LANE_BOOTSTRAP when it is set (a second broker
+# of the same version): on a shared broker a restart in lane 0 reached the
+# other lane (crash's topic set-up failed "All brokers are currently fenced";
+# repartition's watermark query failed while faults had the broker down).
 run_suites() { # label test-path...
   local label=$1 t i w best; shift
   local lanes=${KS_LANES:-2}
@@ -200,7 +216,10 @@ run_suites() { # label test-path...
     list[best]="${list[best]} $t"
   done
   for ((i = 0; i < lanes; i++)); do
-    ( for t in ${list[i]}; do exec_suite "$t" "$label"; done ) &
+    (
+      [ "$i" -eq 0 ] || [ -z "${LANE_BOOTSTRAP:-}" ] || export KS_BOOTSTRAP=$LANE_BOOTSTRAP
+      for t in ${list[i]}; do exec_suite "$t" "$label"; done
+    ) &
   done
   wait
   for t; do tally_suite "$t" "$label"; done
@@ -294,6 +313,8 @@ if [ -x build/tests/integration/test_outbox_pg ] && { wanted outbox_pg || wanted
   fi
 fi
 
+lane_port=$(( ${KAFKA_PORT:-9092} + 200 ))
+kafka_lane() { KAFKA_PORT=$lane_port scripts/kafka.sh "$@"; }
 for version in $KAFKA_VERSIONS; do
   note "integration tests against Kafka $version"
   export KAFKA_VERSION=$version
@@ -303,8 +324,18 @@ for version in $KAFKA_VERSIONS; do
     failed=$((failed + 1))
     continue
   fi
-  trap 'scripts/kafka.sh stop >/dev/null 2>&1; pg_stop' EXIT
+  trap 'scripts/kafka.sh stop >/dev/null 2>&1; kafka_lane stop >/dev/null 2>&1; pg_stop' EXIT
   export KS_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
+  # the second lane's broker, out of reach of lane 0's broker restarts
+  LANE_BOOTSTRAP=
+  if [ "${KS_LANES:-2}" -gt 1 ]; then
+    kafka_lane stop >/dev/null 2>&1 || true
+    if kafka_lane start "$version"; then
+      LANE_BOOTSTRAP=127.0.0.1:$lane_port
+    else
+      echo "a second Kafka $version for the other lanes did not start: the lanes share one"
+    fi
+  fi
   version_suites=()
   for t in $(suites); do
     name=$(suite_name "$t")
@@ -317,6 +348,8 @@ for version in $KAFKA_VERSIONS; do
     version_suites+=("$t")
   done
   [ ${#version_suites[@]} -eq 0 ] || run_suites "Kafka $version" "${version_suites[@]}"
+  kafka_lane stop >/dev/null 2>&1
+  LANE_BOOTSTRAP=
   if [ "$version" = "$first_version" ] && [ -z "${KS_SKIP_ASAN:-}" ]; then
     asan_integration "Kafka $version"
   fi
@@ -330,6 +363,8 @@ for version in $KAFKA_VERSIONS; do
     tally "$LOGDIR/valgrind.log" $st
   fi
   scripts/kafka.sh stop >/dev/null 2>&1
+  kafka_lane stop >/dev/null 2>&1
+  LANE_BOOTSTRAP=
   trap - EXIT
   pg_stop # only the first version runs outbox_pg and mailbox_pg
 done
@@ -378,5 +413,6 @@ if [ -x "$cluster_suite" ] && wanted cluster; then
 fi
 
 note "summary"
+name_failures
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -160,25 +160,46 @@ int it_create_topic_with(const char *topic, int partitions, int replication,
     }
 }
 
-int it_watermarks(const char *topic, int n, int64_t *lo, int64_t *hi)
+/* One ListOffsets round for every partition of `topic`: 0, else the first
+ * error code. */
+static int watermarks_once(const char *topic, int n, int64_t *lo, int64_t *hi)
 {
     rd_kafka_t *rk = it_admin_client();
-    int rc = rk ? 0 : -1;
+    if (!rk)
+        return -1;
+    int rc = 0;
     for (int p = 0; rc == 0 && p < n; p++) {
         int64_t l = -1, h = -1;
         rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic, p, &l, &h, 10000);
         if (err) {
-            fprintf(stderr, "watermarks of %s [%d]: %s\n", topic, p, rd_kafka_err2str(err));
-            rc = -1;
+            fprintf(stderr, "itest: watermarks of %s [%d]: %s\n", topic, p, rd_kafka_err2str(err));
+            rc = (int)err;
         }
         if (lo)
             lo[p] = l;
         if (hi)
             hi[p] = h;
     }
-    if (rk)
-        rd_kafka_destroy(rk);
+    rd_kafka_destroy(rk);
     return rc;
+}
+
+int it_watermarks(const char *topic, int n, int64_t *lo, int64_t *hi)
+{
+    /* the other lane's suite may have the broker down (test_faults: 12 s) */
+    int64_t until = it_now_ms() + 90000;
+    for (;;) {
+        int rc = watermarks_once(topic, n, lo, hi);
+        if (rc == 0)
+            return 0;
+        int restarting = transient(rc) || rc == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
+                         rc == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+                         rc == RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
+        if (!restarting || it_now_ms() > until)
+            return -1;
+        fprintf(stderr, "itest: (the broker restarting? trying again)\n");
+        it_sleep_ms(1000);
+    }
 }
 
 int it_delete_records(const char *topic, int n, const int64_t *before)
