@@ -207,6 +207,28 @@ int ks_global_apply(ks_global *g, int table, int32_t partition, int64_t offset, 
     return 0;
 }
 
+int ks_global_wipe(ks_global *g, int table, int32_t partitions)
+{
+    int rc = ks_global_begin(g);
+    if (rc != 0)
+        return rc;
+    rc = mdb_drop(g->wtxn, g->dbi[table], 0); /* 0: empty it, keep the handle */
+    for (int32_t part = 0; rc == 0 && part < partitions; part++) {
+        char pk[300];
+        MDB_val k = {position_key(g, table, part, pk, sizeof pk), pk};
+        rc = mdb_del(g->wtxn, g->positions, &k, NULL);
+        if (rc == MDB_NOTFOUND)
+            rc = 0;
+    }
+    if (rc != 0) {
+        ks_error("global", "global table %s in %s: wipe: %s", g->p->globals[table].name, g->dir,
+                 mdb_strerror(rc));
+        ks_global_abort(g);
+        return map_rc(rc);
+    }
+    return ks_global_commit(g);
+}
+
 int ks_global_position(ks_global *g, int table, int32_t partition, int64_t *next)
 {
     MDB_txn *txn;

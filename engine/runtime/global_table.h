@@ -73,6 +73,11 @@ void ks_global_abort(ks_global *g);
  * KS_ERR_NOT_FOUND when none was ever applied. */
 int ks_global_position(ks_global *g, int table, int32_t partition, int64_t *next);
 
+/* Empty global table `table` and forget the positions of its partitions
+ * 0..partitions-1, committed at once (an open write transaction commits
+ * with it). 0 or a negative ks_err (nothing changed). */
+int ks_global_wipe(ks_global *g, int table, int32_t partitions);
+
 /* ---- readers ------------------------------------------------------------- */
 
 /* Look key up in the global store `store` (an index into p->stores) with

@@ -46,9 +46,46 @@ static int table_of_topic(const ks_pipeline *p, const char *topic)
     return -1;
 }
 
+/* Wipe global table i when the position of one of its n partitions
+ * (added to l from `base` on) is below that partition's log start (its
+ * records were deleted while the process was away: retention,
+ * DeleteRecords): read from there on top of the old store, a key whose
+ * tombstone went with them would stay. As Kafka Streams does, the whole
+ * table is rebuilt from the beginning of every partition. A log start
+ * that cannot be read leaves the store as it is. 0 or -1 with err. */
+static int wipe_if_stale(ks_global_thread *t, size_t i, rd_kafka_topic_partition_list_t *l,
+                         int base, int32_t n, char *err, size_t errlen)
+{
+    const ks_cfg_source *g = &t->eng->topo->pipeline->globals[i];
+    int32_t stale = -1;
+    int64_t pos = -1, lo = -1, hi = -1;
+    for (int32_t part = 0; stale < 0 && part < n; part++) {
+        pos = l->elems[base + part].offset;
+        if (pos >= 0 &&
+            rd_kafka_query_watermark_offsets(t->consumer, g->topic, part, &lo, &hi, 10000) ==
+                RD_KAFKA_RESP_ERR_NO_ERROR &&
+            pos < lo)
+            stale = part;
+    }
+    if (stale < 0)
+        return 0;
+    ks_warn("global",
+            "global table %s: position %lld of %s [%d] is below its log start %lld (records "
+            "deleted): table wiped, restoring it from the beginning",
+            g->name, (long long)pos, g->topic, (int)stale, (long long)lo);
+    if (ks_global_wipe(t->store, (int)i, n) != 0) {
+        snprintf(err, errlen, "global table %s: wiping its store failed", g->name);
+        return -1;
+    }
+    for (int32_t part = 0; part < n; part++)
+        l->elems[base + part].offset = RD_KAFKA_OFFSET_BEGINNING;
+    return 0;
+}
+
 /* Assign every partition of every global topic, each from the position
- * the store holds (the beginning when none). *count gets the number of
- * partitions. 0 or -1 with err. */
+ * the store holds (the beginning when none, or when the table was wiped:
+ * wipe_if_stale). *count gets the number of partitions. 0 or -1 with
+ * err. */
 static int assign_all(ks_global_thread *t, size_t *count, char *err, size_t errlen)
 {
     const ks_pipeline *p = t->eng->topo->pipeline;
@@ -72,6 +109,10 @@ static int assign_all(ks_global_thread *t, size_t *count, char *err, size_t errl
             tp->offset = ks_global_position(t->store, (int)i, part, &next) == 0
                              ? next
                              : RD_KAFKA_OFFSET_BEGINNING;
+        }
+        if (wipe_if_stale(t, i, l, (int)t->base[i], n, err, errlen) != 0) {
+            rd_kafka_topic_partition_list_destroy(l);
+            return -1;
         }
     }
     *count = (size_t)l->cnt;

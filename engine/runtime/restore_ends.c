@@ -139,27 +139,32 @@ static int table_limits(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t
     return rc;
 }
 
-static int from_the_start(const ks_replay *rp)
-{
-    return rp->checkpoint < 0;
-}
-
-/* Start the replays without a checkpoint at their partition's log start
- * offset, so that the restore consumer is assigned explicit offsets:
+/* Read every replay's log start offset. A replay without a checkpoint
+ * starts there, so that the restore consumer is assigned explicit offsets:
  * assigned "beginning", librdkafka 2.0.2 looks the offset up itself once
  * the partition's leader is known to it, and retries only after 500 ms
  * when it is not yet (measured: the first record of a restore came 20 ms
- * after the assign in some runs and 520 ms in the others). When the start
- * cannot be read, the replay keeps starting at "beginning". */
+ * after the assign in some runs and 520 ms in the others). A checkpoint
+ * below the log start (records deleted: DeleteRecords, the retention of a
+ * compact,delete changelog or of a table's topic) marks the replay stale:
+ * its store is wiped and replayed from the log start, as Kafka Streams
+ * does, where a replay from the checkpoint would have librdkafka reset to
+ * the log start on top of a store that still holds what the deleted
+ * records changed (a key deleted in them would come back). When the starts
+ * cannot be read, a replay without a checkpoint starts at "beginning". */
 static void read_starts(ks_restorer *r, ks_replay *rp, size_t n)
 {
-    rd_kafka_topic_partition_list_t *l = partitions_of(rp, n, from_the_start);
+    rd_kafka_topic_partition_list_t *l = partitions_of(rp, n, NULL);
     if (!l)
         return;
     if (list_offsets(r->consumer, l, RD_KAFKA_OFFSET_BEGINNING) == 0)
         for (int i = 0; i < l->cnt; i++) {
             ks_replay *e = l->elems[i].opaque;
-            e->from = l->elems[i].offset;
+            int64_t start = l->elems[i].offset;
+            if (e->checkpoint >= 0 && e->checkpoint >= start)
+                continue;
+            e->stale = e->checkpoint >= 0;
+            e->from = start;
             e->start_known = 1;
         }
     rd_kafka_topic_partition_list_destroy(l);

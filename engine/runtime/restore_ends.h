@@ -29,8 +29,10 @@ typedef struct ks_replay {
     rd_kafka_topic_t *rkt; /* the handle its messages carry, once seen (dispatch) */
     int64_t checkpoint; /* -1: none (replay from the beginning) */
     int64_t from;      /* first offset replayed */
-    int start_known;   /* no checkpoint, and `from` is the log start read by
-                        * ks_restore_ends (else the replay starts at "beginning") */
+    int start_known;   /* `from` is the log start read by ks_restore_ends (no
+                        * checkpoint, or a stale one; else a replay without a
+                        * checkpoint starts at "beginning") */
+    int stale;         /* its checkpoint is below the log start: wipe the store */
     int64_t lso;       /* replayed up to here (at most a table's limit) */
     int64_t ended_ms;  /* when it reached lso */
     uint64_t done;     /* records applied */
@@ -43,8 +45,9 @@ typedef struct ks_replay {
 /* Set rp[i].lso of the n replays to their changelog's last stable offset,
  * after waiting (two minutes at most) for a previous owner's open
  * transactions on them to end, then lower a table's to its limit; set
- * `from` of a replay without a checkpoint to its log start offset (and
- * start_known) when that can be read. 0,
+ * `from` of a replay without a checkpoint, or with one below the log start
+ * (then `stale`), to its log start offset (and start_known) when that can
+ * be read. 0,
  * KS_ERR_STATE when the engine is stopping, KS_ERR_IO (engine stopped,
  * the message names a topic and partition) when the offsets cannot be
  * read. `group` (the worker's consumer) is borrowed. */

@@ -366,6 +366,33 @@ static int assign_all(pass *ps)
     return e ? KS_ERR_IO : 0;
 }
 
+/* Empty the store of every stale replay (restore_ends.h) and commit it
+ * with the log start as its checkpoint, before anything is replayed: a
+ * crash after it restarts from the log start, one before it finds the
+ * same stale checkpoint. 0, or the store's ks_err (engine stopped). */
+static int wipe_stale(pass *ps)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < ps->n; i++) {
+        ks_replay *rp = &ps->rp[i];
+        if (!rp->stale)
+            continue;
+        ks_warn(rp->task->where,
+                "store %s partition %d: checkpoint %lld is below the log start %lld of %s "
+                "(records deleted): store wiped, restoring from the log start",
+                rp->name, (int)rp->partition, (long long)rp->checkpoint, (long long)rp->from,
+                rp->topic);
+        rc = ks_task_restore_wipe(rp->task, rp->store, rp->from);
+        if (rc != 0)
+            ks_engine_fail(ps->r->eng, ps->r->where, "restore of %s [%d]: wiping the store failed "
+                           "(%d): %s", rp->topic, (int)rp->partition, rc,
+                           ks_task_store_message(rp->task));
+        else
+            rc = commit_task(ps, rp->task_index, rp);
+    }
+    return rc;
+}
+
 /* Apply the messages of one batch; the rest are destroyed after an
  * error. 0, or a negative ks_err. */
 static int apply_batch(pass *ps, rd_kafka_message_t **msgs, ssize_t got)
@@ -418,6 +445,8 @@ int ks_restorer_restore(ks_restorer *r, ks_task *const *tasks, size_t n, rd_kafk
         rc = KS_ERR_NOMEM;
     if (rc == 0 && ps.n > 0)
         rc = ks_restore_ends(r, group, ps.rp, ps.n);
+    if (rc == 0 && ps.n > 0)
+        rc = wipe_stale(&ps);
     if (rc == 0 && ps.n > 0) {
         rc = assign_all(&ps);
         if (rc == 0)

@@ -56,6 +56,8 @@ struct ks_standby {
     unsigned char *kept;    /* by store: 1 when a standby keeps it warm */
     unsigned char *dirty;   /* by partition: records applied, not committed */
     int64_t *retry_at;      /* by partition: no new start before (after a failure) */
+    unsigned char *unchecked; /* by partition: opened, checkpoints not yet compared
+                               * with the changelogs' log starts */
     int assignment_stale;   /* the consumer's assignment no longer matches held */
     int64_t next_metrics;
     int64_t last_warn;
@@ -94,6 +96,7 @@ static void free_standby(ks_standby *s)
     free(s->desired);
     free(s->dirty);
     free(s->retry_at);
+    free(s->unchecked);
     free(s->topics);
     free(s->kept);
     pthread_mutex_destroy(&s->lock);
@@ -164,6 +167,7 @@ static void open_one(ks_standby *s, int32_t p)
         return;
     }
     s->held[p] = t;
+    s->unchecked[p] = 1;
     forget_lag(s, p);
     s->assignment_stale = 1;
     ks_metrics_add(s->eng->metrics, "kstreams_standby_tasks", "", 1);
@@ -195,10 +199,55 @@ static void reconcile(ks_standby *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Wipe each kept store of the standby of task p whose checkpoint is below
+ * its changelog's log start (records deleted while this process was away:
+ * DeleteRecords, a compact,delete retention) and commit it with the log
+ * start as its checkpoint, as the restore does (restorer.c): tailed from
+ * the checkpoint, the consumer would be reset to the log start on top of
+ * what the deleted records had changed. One ListOffsets per store, outside
+ * the lock (only this thread changes held[]); a start that cannot be read
+ * leaves the store as it is. */
+static void wipe_stale(ks_standby *s, int32_t p)
+{
+    ks_task *t = s->held[p];
+    s->unchecked[p] = 0;
+    for (size_t i = 0; i < s->p->store_count; i++) {
+        int64_t cp = s->kept[i] ? ks_task_checkpoint(t, (int)i) : -1;
+        ks_store_read_end(t->env);
+        int64_t lo = -1, hi = -1;
+        if (cp < 0 || rd_kafka_query_watermark_offsets(s->consumer, s->topics[i], p, &lo, &hi,
+                                                       5000) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+            cp >= lo)
+            continue;
+        ks_warn(WHERE,
+                "standby task %d: store %s: checkpoint %lld is below the log start %lld of %s "
+                "(records deleted): store wiped, restoring from the log start",
+                (int)p, s->p->stores[i].name, (long long)cp, (long long)lo, s->topics[i]);
+        int rc = ks_task_restore_wipe(t, (int)i, lo);
+        pthread_mutex_lock(&s->lock); /* commits as commit_one does */
+        if (rc == 0)
+            rc = ks_task_commit_stores(t);
+        if (rc != 0) {
+            ks_warn(WHERE, "standby task %d: wiping store %s failed: %s", (int)p,
+                    s->p->stores[i].name, ks_task_store_message(t));
+            ks_task_abort_stores(t);
+            s->retry_at[p] = ks_mono_ms() + RETRY_MS;
+            close_one(s, p, "wiping a stale store failed");
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (rc != 0)
+            return;
+    }
+}
+
 /* Assign the consumer every kept store's changelog partition of every
- * held task, from its checkpoint (everything applied is committed). */
+ * held task, from its checkpoint (everything applied is committed), after
+ * wiping the stale stores of the tasks opened since the last time. */
 static void reassign(ks_standby *s)
 {
+    for (int32_t p = 0; p < s->partitions; p++)
+        if (s->held[p] && s->unchecked[p])
+            wipe_stale(s, p);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
     for (int32_t p = 0; p < s->partitions; p++)
         for (size_t i = 0; s->held[p] && i < s->p->store_count; i++) {
@@ -410,10 +459,11 @@ static int alloc_parts(ks_standby *s)
     s->desired = calloc(parts, 1);
     s->dirty = calloc(parts, 1);
     s->retry_at = calloc(parts, sizeof *s->retry_at);
+    s->unchecked = calloc(parts, 1);
     s->topics = calloc(stores, sizeof *s->topics);
     s->kept = calloc(stores, 1);
     return s->active && s->held && s->lag && s->desired && s->dirty && s->retry_at &&
-                   s->topics && s->kept
+                   s->unchecked && s->topics && s->kept
                ? 0
                : KS_ERR_NOMEM;
 }

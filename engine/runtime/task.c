@@ -478,6 +478,17 @@ int ks_task_restore_put(ks_task *task, int store, ks_bytes key, const ks_bytes *
     return rc;
 }
 
+int ks_task_restore_wipe(ks_task *task, int store, int64_t start)
+{
+    ks_task_cache_clear(task);
+    int rc = ks_store_begin(task->env);
+    if (rc == 0)
+        rc = ks_store_clear(task->dbs[store]);
+    if (rc == 0 && start - 1 > task->changelog_hi[store])
+        task->changelog_hi[store] = start - 1; /* the checkpoint becomes `start` */
+    return rc;
+}
+
 int64_t ks_task_checkpoint(ks_task *task, int store)
 {
     int64_t off;

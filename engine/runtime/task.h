@@ -296,6 +296,13 @@ int ks_task_batch_error(const ks_task *task, const char **msg);
 int ks_task_restore_put(ks_task *task, int store, ks_bytes key,
                         const ks_bytes *value, int64_t offset);
 
+/* Empty store `store` in the task's open batch (begun here when none is)
+ * for a replay from `start`, the log start of a changelog that no longer
+ * holds the store's checkpoint: ks_task_commit_stores() then writes
+ * `start` as its checkpoint with the empty store. The task's record
+ * caches are emptied. 0, or the store's ks_err. */
+int ks_task_restore_wipe(ks_task *task, int store, int64_t start);
+
 /* Checkpoint of store `store` (next changelog offset to read); -1 when the
  * store has none (replay from the beginning). */
 int64_t ks_task_checkpoint(ks_task *task, int store);

@@ -120,6 +120,11 @@ int ks_store_put(ks_store_db *db, ks_bytes key, ks_bytes value);
 int ks_store_del(ks_store_db *db, ks_bytes key);
 int ks_store_range(ks_store_db *db, ks_bytes from, ks_bytes to, ks_range_cb cb,
                    void *arg);
+/* Delete every entry of `db` and its checkpoint in the open batch (the
+ * state version stays): they go or stay with the batch. 0, KS_ERR_STATE
+ * without a batch, or the write's ks_err. */
+int ks_store_clear(ks_store_db *db);
+
 /* Number of entries (reads committed + own txn). */
 int ks_store_count(ks_store_db *db, uint64_t *count);
 

@@ -193,6 +193,24 @@ int ks_store_del(ks_store_db *db, ks_bytes key)
     return 0;
 }
 
+int ks_store_clear(ks_store_db *db)
+{
+    if (!db)
+        return KS_ERR_INVALID;
+    MDB_txn *txn;
+    int rc = write_txn(db, &txn);
+    if (rc)
+        return rc;
+    rc = mdb_drop(txn, db->dbi, 0); /* 0: empty it, keep the handle */
+    if (rc)
+        return write_failed(db->env, db, "clear", rc);
+    MDB_val k = {db->ckpt_key_len, db->ckpt_key};
+    rc = mdb_del(txn, db->env->meta, &k, NULL);
+    if (rc && rc != MDB_NOTFOUND)
+        return write_failed(db->env, db, "clear the checkpoint", rc);
+    return 0;
+}
+
 int ks_store_range(ks_store_db *db, ks_bytes from, ks_bytes to, ks_range_cb cb,
                    void *arg)
 {

@@ -274,6 +274,22 @@ int it_alter_topic(const char *topic, const char *const *configs)
     return rc;
 }
 
+int it_empty_changelog(const char *topic, int n, int64_t *hi)
+{
+    static const char *const both[] = {"cleanup.policy", "compact,delete", NULL};
+    int64_t lo[64];
+    if (n > 64 || it_alter_topic(topic, both) != 0 || it_watermarks(topic, n, NULL, hi) != 0 ||
+        it_delete_records(topic, n, hi) != 0 || it_watermarks(topic, n, lo, NULL) != 0)
+        return -1;
+    for (int p = 0; p < n; p++)
+        if (lo[p] != hi[p]) {
+            fprintf(stderr, "itest: %s [%d] starts at %lld after DeleteRecords to %lld\n", topic,
+                    p, (long long)lo[p], (long long)hi[p]);
+            return -1;
+        }
+    return 0;
+}
+
 int it_create_topic(const char *topic, int partitions)
 {
     return it_create_topic_with(topic, partitions, 1, NULL);

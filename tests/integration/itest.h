@@ -56,6 +56,12 @@ int it_delete_records(const char *topic, int n, const int64_t *before);
  * AlterConfigs request: configs not named go back to the broker's
  * defaults); 0, or -1 (a message on stderr). */
 int it_alter_topic(const char *topic, const char *const *configs);
+/* Delete every record of partitions 0..n-1 of a compacted topic (a
+ * changelog), as an operator would: cleanup.policy=compact,delete first
+ * (the broker refuses DeleteRecords on a compact-only topic: "Policy
+ * violation", Kafka 4.1.1), then DeleteRecords up to the high watermarks,
+ * written to hi[] (the new log starts). 0, or -1 (a message on stderr). */
+int it_empty_changelog(const char *topic, int n, int64_t *hi);
 /* Produce n records made by `make` (fills key/value, NUL-terminated, and
  * may set *partition, -1 for the default partitioner); waits for delivery. */
 typedef void (*it_make_fn)(int i, char *key, size_t klen, char *value, size_t vlen,

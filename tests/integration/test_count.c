@@ -9,6 +9,8 @@
  *   4. a second process joins mid-stream, leaves  -> still exact
  *   5. the changelog's head deleted (log start > 0), state deleted
  *                                                 -> restore from the log start
+ *   6. (own topics) a store whose checkpoint is below the changelog's log
+ *      start                                      -> wiped, restored from there
  * After each phase the output topic (read_committed) must hold, per key,
  * rising counts ending at n, no repeat: the record cache (when a pipeline turns it on)
  * folds a key's updates within a commit, so values may be skipped; the
@@ -53,7 +55,8 @@ static void produce_more(int n)
     produced += n;
 }
 
-static void write_pipeline(const char *yaml, const char *state)
+static void write_pipeline_of(const char *yaml, const char *application, const char *state,
+                              const char *in, const char *out)
 {
     it_write_file(yaml,
                   "application: %s\n"
@@ -70,7 +73,12 @@ static void write_pipeline(const char *yaml, const char *state)
                   "sinks:\n"
                   "  - { from: per_user, topic: %s, key: string, value: int64, create: true, "
                   "partitions: 4 }\n",
-                  app, it_bootstrap(), state, KS_TEST_BUILDDIR, in_topic, out_topic);
+                  application, it_bootstrap(), state, KS_TEST_BUILDDIR, in, out);
+}
+
+static void write_pipeline(const char *yaml, const char *state)
+{
+    write_pipeline_of(yaml, app, state, in_topic, out_topic);
 }
 
 /* Read the whole output and check every key's sequence: rising, ending at
@@ -299,6 +307,116 @@ static void test_restore_from_a_log_start_past_zero(void)
     check_sequences("changelog head deleted");
 }
 
+/* ---- a checkpoint below the log start ---------------------------------- */
+
+#define WIPE_KEYS 20 /* "k-0".."k-9" counted by a, "k-10".."k-19" only by b */
+
+typedef struct key_run {
+    int first, keys; /* keys first..first+keys-1, each once per round */
+} key_run;
+
+static void make_key_run(int i, char *key, size_t klen, char *value, size_t vlen,
+                         int32_t *partition, void *arg)
+{
+    (void)partition;
+    const key_run *r = arg;
+    snprintf(key, klen, "k-%d", r->first + i % r->keys);
+    snprintf(value, vlen, "{\"n\":%d}", i);
+}
+
+/* The last value of each key "k-N" in `topic` (read_committed) into
+ * last[] (0: none), reading until nothing more came for 1.5 s after the
+ * first record. */
+static void last_counts(const char *topic, long *last)
+{
+    it_msgs out = {0};
+    it_consume(topic, 1, 1500, 20000, &out);
+    memset(last, 0, WIPE_KEYS * sizeof *last);
+    for (size_t i = 0; i < out.count; i++) {
+        int k = -1;
+        const it_msg *m = &out.items[i];
+        if (m->key && sscanf(m->key, "k-%d", &k) == 1 && k >= 0 && k < WIPE_KEYS &&
+            m->value_len == 8)
+            last[k] = (long)ks_int64_decode(m->value);
+    }
+    it_msgs_free(&out);
+}
+
+/* Run the engine of `yaml` until every key's last count is `want` (or 90 s
+ * passed), then stop it cleanly. */
+static void run_until(const char *yaml, const char *log, const char *topic, const long *want)
+{
+    pid_t p = it_engine_start(yaml, "w", log);
+    long last[WIPE_KEYS];
+    for (int64_t end = it_now_ms() + 90000; it_now_ms() < end;) {
+        last_counts(topic, last);
+        if (memcmp(last, want, sizeof last) == 0)
+            break;
+    }
+    CU_ASSERT_EQUAL(it_engine_stop(p, 30000), 0);
+}
+
+/* Process a keeps a store whose checkpoint the changelog no longer holds:
+ * b went on from a's changelog while a was away, then the operator deleted
+ * the changelog's records (DeleteRecords, as the retention of a
+ * compact,delete changelog does). a must wipe its store and restore from
+ * the log start, as Kafka Streams does: nothing is left there, so its keys
+ * count again from 1 (replayed on top of its old store, they went on from
+ * the counts a had: 4). */
+static void test_checkpoint_below_the_log_start(void)
+{
+    char app6[128], in6[128], out6[128], changelog[200], yaml6a[512], yaml6b[512], log6[512];
+    char state[400];
+    it_unique(app6, sizeof app6, "count-wipe");
+    it_unique(in6, sizeof in6, "wipe-in");
+    it_unique(out6, sizeof out6, "wipe-out");
+    snprintf(changelog, sizeof changelog, "%s-counts-changelog", app6);
+    CU_ASSERT_FATAL(it_create_topic(in6, 1) == 0);
+    snprintf(yaml6a, sizeof yaml6a, "%s/wipe-a.yaml", dir);
+    snprintf(state, sizeof state, "%s/state-wipe-a", dir);
+    write_pipeline_of(yaml6a, app6, state, in6, out6);
+    snprintf(yaml6b, sizeof yaml6b, "%s/wipe-b.yaml", dir);
+    snprintf(state, sizeof state, "%s/state-wipe-b", dir);
+    write_pipeline_of(yaml6b, app6, state, in6, out6);
+    snprintf(log6, sizeof log6, "%s/wipe.log", dir);
+
+    long want[WIPE_KEYS] = {0};
+    key_run old_keys = {0, 10}, new_keys = {10, 10};
+    CU_ASSERT_FATAL(it_produce(in6, 30, make_key_run, &old_keys) == 0);
+    for (int k = 0; k < 10; k++)
+        want[k] = 3;
+    run_until(yaml6a, log6, out6, want); /* a: k-0..k-9 at 3, checkpointed */
+
+    CU_ASSERT_FATAL(it_produce(in6, 20, make_key_run, &new_keys) == 0);
+    for (int k = 10; k < WIPE_KEYS; k++)
+        want[k] = 2;
+    run_until(yaml6b, log6, out6, want); /* b: restores a's changelog, goes on */
+
+    int64_t hi[1];
+    CU_ASSERT_FATAL(it_empty_changelog(changelog, 1, hi) == 0);
+
+    FILE *f = fopen(log6, "w");
+    if (f)
+        fclose(f);
+    CU_ASSERT_FATAL(it_produce(in6, 10, make_key_run, &old_keys) == 0);
+    for (int k = 0; k < 10; k++)
+        want[k] = 1;
+    run_until(yaml6a, log6, out6, want);
+    long last[WIPE_KEYS];
+    last_counts(out6, last);
+    int restarted = 0;
+    for (int k = 0; k < 10; k++)
+        restarted += last[k] == 1;
+    int wiped = it_log_count(log6, "store wiped, restoring from the log start");
+    printf("\n  changelog emptied up to %lld: a's store wiped %d time(s); %d of 10 keys counted "
+           "again from 1 (k-0: %ld)\n",
+           (long long)hi[0], wiped, restarted, last[0]);
+    CU_ASSERT_EQUAL(wiped, 1);
+    CU_ASSERT_EQUAL(restarted, 10);
+    for (int k = 10; k < WIPE_KEYS; k++)
+        CU_ASSERT_EQUAL(last[k], 2);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -308,6 +426,8 @@ int main(void)
         {"count: a second process joins and leaves", test_counts_second_process},
         {"count: restore from a changelog whose head was deleted (log start > 0)",
          test_restore_from_a_log_start_past_zero},
+        {"count: a checkpoint below the changelog's log start wipes the store",
+         test_checkpoint_below_the_log_start},
         {NULL, NULL}};
     return it_main("count", cases);
 }

@@ -20,7 +20,9 @@
  *      the orders after that see the new versions; kill -9 200 ms after
  *      they are produced (how many were committed is printed), restart;
  *   3. SIGKILL in the processing, after a Kafka commit and before its LMDB
- *      commit (KS_CRASH_AT=after-kafka-commit:4), restart.
+ *      commit (KS_CRASH_AT=after-kafka-commit:4), restart;
+ *   4. the table topic's records deleted while the engine is away, c0..c49
+ *      written again: the store is wiped and rebuilt.
  * Last, a global table whose topic does not exist stops the start.
  */
 #include <CUnit/CUnit.h>
@@ -253,6 +255,31 @@ static void test_crash_in_processing(void)
     CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
 }
 
+/* While the engine is away c60..c69 are deleted (tombstones), then every
+ * record of the global topic is deleted (DeleteRecords; retention does
+ * the same), tombstones included, and c0..c49 are written again: the
+ * store's positions are below the new log starts, so the table is wiped
+ * and read again from the beginning, as Kafka Streams does. It then holds
+ * c0..c49 only, as a new process's would; read on top of the old store,
+ * c60..c99 would still be there (version 1, the deleted ones too) and
+ * their orders would join them. */
+static void test_topic_records_deleted(void)
+{
+    int64_t hi[3];
+    set_customers(60, 70, 0);
+    CU_ASSERT_FATAL(it_empty_changelog(customers, 3, hi) == 0);
+    for (int k = 0; k < CUSTOMERS; k++)
+        version[k] = 0; /* deleted with the records */
+    set_customers(0, 50, 3);
+    produce_orders(2000);
+    pid_t e = it_engine_start(yaml, "g", log_a);
+    check("the topic's records deleted while away");
+    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
+    int wiped = it_log_count(log_a, "(records deleted): table wiped");
+    printf("[table wiped %d time(s)] ", wiped);
+    CU_ASSERT_EQUAL(wiped, 1);
+}
+
 /* A global table whose topic does not exist (and no create: true) stops
  * the start with a message naming it, before any task runs. */
 static void test_missing_topic(void)
@@ -290,6 +317,8 @@ int main(void)
         {"the global table updated while running is seen, kill -9",
          test_updated_while_running},
         {"SIGKILL in the processing, after a Kafka commit", test_crash_in_processing},
+        {"the global topic's records deleted while away: the table is rebuilt",
+         test_topic_records_deleted},
         {"a global table without its topic stops the start", test_missing_topic},
         {NULL, NULL}};
     return it_main("global_joins", cases);

@@ -248,27 +248,49 @@ static int standby_reads(const char *dir, const char *yaml, int qa, int qb, int 
     return marked == 4 ? answered : -1;
 }
 
-static void test_standby_failover(void)
-{
+/* Two processes A and B of one application (`name`) over a new
+ * 4-partition topic: their files, ports and topics. */
+typedef struct pair {
     char dir[256], app[128], in[128], out[128], yaml_a[512], yaml_b[512];
     char log_a[512], log_b[512];
-    it_tempdir(dir, sizeof dir);
-    it_unique(app, sizeof app, "standby");
-    it_unique(in, sizeof in, "standby-in");
-    it_unique(out, sizeof out, "standby-out");
-    CU_ASSERT_FATAL(it_create_topic(in, 4) == 0);
-    int port = it_port_base(4); /* metrics A, B; queries A, B */
-    CU_ASSERT_FATAL(port > 0);
-    write_yaml(yaml_a, sizeof yaml_a, dir, "a", app, in, out, port, port + 2);
-    write_yaml(yaml_b, sizeof yaml_b, dir, "b", app, in, out, port + 1, port + 3);
-    snprintf(log_a, sizeof log_a, "%s/a.log", dir);
-    snprintf(log_b, sizeof log_b, "%s/b.log", dir);
+    int port; /* metrics A, B; queries A, B */
+} pair;
 
-    pid_t a = it_engine_start(yaml_a, "a", log_a);
-    CU_ASSERT_FATAL(wait_log(log_a, "assigned 4 partitions", 1, 60000) == 0);
-    pid_t b = it_engine_start(yaml_b, "b", log_b);
-    CU_ASSERT_FATAL(wait_log(log_b, "assigned 2 partitions", 1, 60000) == 0);
-    CU_ASSERT_FATAL(it_produce(in, BATCH, make_rec, NULL) == 0);
+/* Set up `x`, start A, then B once A holds all 4 tasks, and produce BATCH
+ * records once B holds its 2 (fatal on failure). */
+static void start_pair(pair *x, const char *name, pid_t *a, pid_t *b)
+{
+    char topic[128];
+    it_tempdir(x->dir, sizeof x->dir);
+    it_unique(x->app, sizeof x->app, name);
+    snprintf(topic, sizeof topic, "%s-in", name);
+    it_unique(x->in, sizeof x->in, topic);
+    snprintf(topic, sizeof topic, "%s-out", name);
+    it_unique(x->out, sizeof x->out, topic);
+    CU_ASSERT_FATAL(it_create_topic(x->in, 4) == 0);
+    x->port = it_port_base(4);
+    CU_ASSERT_FATAL(x->port > 0);
+    write_yaml(x->yaml_a, sizeof x->yaml_a, x->dir, "a", x->app, x->in, x->out, x->port,
+               x->port + 2);
+    write_yaml(x->yaml_b, sizeof x->yaml_b, x->dir, "b", x->app, x->in, x->out, x->port + 1,
+               x->port + 3);
+    snprintf(x->log_a, sizeof x->log_a, "%s/a.log", x->dir);
+    snprintf(x->log_b, sizeof x->log_b, "%s/b.log", x->dir);
+    *a = it_engine_start(x->yaml_a, "a", x->log_a);
+    CU_ASSERT_FATAL(wait_log(x->log_a, "assigned 4 partitions", 1, 60000) == 0);
+    *b = it_engine_start(x->yaml_b, "b", x->log_b);
+    CU_ASSERT_FATAL(wait_log(x->log_b, "assigned 2 partitions", 1, 60000) == 0);
+    CU_ASSERT_FATAL(it_produce(x->in, BATCH, make_rec, NULL) == 0);
+}
+
+static void test_standby_failover(void)
+{
+    pair x;
+    pid_t a, b;
+    start_pair(&x, "standby", &a, &b);
+    const char *dir = x.dir, *in = x.in, *out = x.out, *yaml_a = x.yaml_a, *yaml_b = x.yaml_b;
+    const char *log_a = x.log_a, *log_b = x.log_b;
+    int port = x.port;
     it_msgs outs = {0};
     it_consume(out, BATCH, 500, 60000, &outs);
     it_msgs_free(&outs);
@@ -347,12 +369,101 @@ static void test_standby_failover(void)
     CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
 }
 
+/* Whether task p's store in the state directory of `yaml` holds exactly
+ * the keys k0..k(n-1) of partition p (make_rec's placement), each at
+ * `count`. */
+static int holds_exactly(const char *yaml, int p, int n, long count)
+{
+    char *text = query_task(yaml, p);
+    json_t *doc = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    int want = 0, good = 0;
+    for (int k = 0; k < n; k++)
+        want += k % 4 == p;
+    size_t i;
+    json_t *e;
+    json_array_foreach(doc, i, e) {
+        int k = -1;
+        const char *key = json_string_value(json_object_get(e, "key"));
+        good += key && sscanf(key, "k%d", &k) == 1 && k < n && k % 4 == p &&
+                json_integer_value(json_object_get(e, "value")) == count;
+    }
+    int exact = doc && json_array_size(doc) == (size_t)want && good == want;
+    json_decref(doc);
+    return exact;
+}
+
+/* B is away while A counts on and the operator deletes every changelog
+ * record (DeleteRecords): the checkpoints of B's stores, standby copies
+ * and its own tasks alike, are below the log start when B comes back.
+ * Each store is wiped and restored from the log start, as Kafka Streams
+ * does: B's copies then hold exactly the keys written since (restored on
+ * top of the old copies, all 200 keys would be back). */
+static void test_stale_checkpoints_wiped(void)
+{
+    pair x;
+    pid_t a, b;
+    start_pair(&x, "standby-wipe", &a, &b);
+    const char *in = x.in, *out = x.out, *yaml_a = x.yaml_a, *yaml_b = x.yaml_b;
+    const char *log_a = x.log_a, *log_b = x.log_b;
+    char changelog[200];
+    snprintf(changelog, sizeof changelog, "%s-counts-changelog", x.app);
+    int equal = 0;
+    for (int p = 0; p < 4; p++)
+        equal += wait_equal(yaml_a, yaml_b, p, 60000);
+    CU_ASSERT_EQUAL(equal, 4);
+    CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
+
+    /* A alone counts on: the changelogs move past B's checkpoints */
+    CU_ASSERT(wait_log(log_a, "assigned 4 partitions", 2, 60000) == 0);
+    CU_ASSERT_FATAL(it_produce(in, BATCH, make_rec, NULL) == 0);
+    long want[KEYS];
+    for (int k = 0; k < KEYS; k++)
+        want[k] = 2 * BATCH / KEYS;
+    it_msgs outs = {0};
+    CU_ASSERT(it_consume_counts(out, want, KEYS, "k%d", 500, 90000, &outs) == 0);
+    it_msgs_free(&outs);
+    int64_t hi[4];
+    CU_ASSERT_FATAL(it_empty_changelog(changelog, 4, hi) == 0);
+
+    /* 20 keys once more: the changelogs now hold those only */
+    enum { FEW = 20 };
+    CU_ASSERT_FATAL(it_produce(in, FEW, make_rec, NULL) == 0);
+    long now = 2 * BATCH / KEYS + 1;
+    for (int k = 0; k < KEYS; k++)
+        want[k] = k < FEW ? now : 0;
+    CU_ASSERT(it_consume_counts(out, want, KEYS, "k%d", 500, 90000, &outs) == 0);
+    it_msgs_free(&outs);
+
+    b = it_engine_start(yaml_b, "b", log_b);
+    CU_ASSERT(wait_log(log_b, "standby task", 4, 60000) == 0); /* 2 before, 2 now */
+    int exact = 0;
+    for (int p = 0; p < 4; p++) {
+        int ok = 0;
+        for (int64_t end = it_now_ms() + 30000; !ok && it_now_ms() < end; it_sleep_ms(300))
+            ok = holds_exactly(yaml_b, p, FEW, now);
+        exact += ok;
+    }
+    int standby_wipes = it_log_count(log_b, ": store counts: checkpoint ");
+    int restore_wipes = it_log_count(log_b, "(records deleted): store wiped") - standby_wipes;
+    printf("\n  changelogs emptied while B was away: B wiped %d standby and %d restored "
+           "stores; %d of 4 of B's copies hold exactly the %d keys written since\n",
+           standby_wipes, restore_wipes, exact, FEW);
+    CU_ASSERT_EQUAL(exact, 4);
+    CU_ASSERT_EQUAL(standby_wipes, 2);
+    CU_ASSERT_EQUAL(restore_wipes, 2);
+    CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
+    CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
         {"standby stores equal the active ones; kill -9 the owner: tail-only restore, "
          "exactly-once",
          test_standby_failover},
+        {"checkpoints below the changelogs' log start: standby and restored stores wiped",
+         test_stale_checkpoints_wiped},
         {NULL, NULL}};
     return it_main("standby", cases);
 }

@@ -233,6 +233,57 @@ static void test_checkpoint(void)
     fx_done(&fx);
 }
 
+/* clear empties one store and drops its checkpoint, with the batch: an
+ * abort keeps both; the other stores and the state version stay. */
+static void test_clear(void)
+{
+    fixture fx;
+    fx_init(&fx);
+    ks_store_env *env = open_env(fx.dir, MiB);
+    ks_store_db *a = open_db(env, "a");
+    ks_store_db *b = open_db(env, "b");
+    int64_t off = 0;
+    uint32_t ver = 0;
+    CU_ASSERT_EQUAL(ks_store_clear(a), KS_ERR_STATE); /* no txn */
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(put_s(a, "k1", "1"), 0);
+    CU_ASSERT_EQUAL(put_s(a, "k2", "2"), 0);
+    CU_ASSERT_EQUAL(put_s(b, "k1", "b"), 0);
+    CU_ASSERT_EQUAL(ks_store_checkpoint_set(a, 7), 0);
+    CU_ASSERT_EQUAL(ks_store_checkpoint_set(b, 9), 0);
+    CU_ASSERT_EQUAL(ks_store_version_set(a, 3), 0);
+    CU_ASSERT_EQUAL(ks_store_commit(env), 0);
+
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(ks_store_clear(a), 0);
+    CU_ASSERT_EQUAL(count_of(a), 0); /* the batch sees it */
+    ks_store_abort(env);
+    CU_ASSERT_EQUAL(count_of(a), 2);
+    CU_ASSERT_EQUAL(ks_store_checkpoint_get(a, &off), 0);
+    CU_ASSERT_EQUAL(off, 7);
+
+    CU_ASSERT_EQUAL(ks_store_begin(env), 0);
+    CU_ASSERT_EQUAL(ks_store_clear(a), 0);
+    CU_ASSERT_EQUAL(put_s(a, "k3", "3"), 0);
+    CU_ASSERT_EQUAL(ks_store_commit(env), 0);
+    ks_store_env_close(env);
+
+    env = open_env(fx.dir, MiB);
+    a = open_db(env, "a");
+    b = open_db(env, "b");
+    CU_ASSERT_EQUAL(count_of(a), 1);
+    CU_ASSERT_TRUE(absent(a, "k1"));
+    CU_ASSERT_TRUE(has(a, "k3", "3"));
+    CU_ASSERT_EQUAL(ks_store_checkpoint_get(a, &off), KS_ERR_NOT_FOUND);
+    CU_ASSERT_EQUAL(ks_store_version_get(a, &ver), 0);
+    CU_ASSERT_EQUAL(ver, 3);
+    CU_ASSERT_TRUE(has(b, "k1", "b"));
+    CU_ASSERT_EQUAL(ks_store_checkpoint_get(b, &off), 0);
+    CU_ASSERT_EQUAL(off, 9);
+    ks_store_env_close(env);
+    fx_done(&fx);
+}
+
 /* State versions: in __meta, per store, with the batch; kept across a
  * reopen; never an entry of the store. */
 static void test_state_version(void)
@@ -952,6 +1003,7 @@ void ks_test_register_store(void)
     CU_add_test(s, "abort undoes data and checkpoint",
                 test_abort_undoes_data_and_checkpoint);
     CU_add_test(s, "checkpoint get/set", test_checkpoint);
+    CU_add_test(s, "clear: one store and its checkpoint, with the batch", test_clear);
     CU_add_test(s, "state version get/set, with the batch", test_state_version);
     CU_add_test(s, "range scans", test_range);
     CU_add_test(s, "key limits", test_key_limits);
