@@ -171,7 +171,7 @@ suite_weight() {
     migrate) echo 230 ;; crash) echo 170 ;; outbox) echo 170 ;; windows) echo 150 ;;
     repartition) echo 130 ;; reload) echo 100 ;; faults) echo 95 ;; joins) echo 90 ;;
     containment) echo 60 ;; outbox_pg) echo 64 ;; mailbox_pg) echo 40 ;; stream_joins) echo 50 ;;
-    global_joins) echo 46 ;; static) echo 40 ;; standby) echo 100 ;; count) echo 75 ;; stateless) echo 42 ;; fk_joins) echo 35 ;;
+    global_joins) echo 60 ;; static) echo 40 ;; standby) echo 100 ;; count) echo 90 ;; stateless) echo 42 ;; fk_joins) echo 35 ;;
     grow) echo 55 ;; mailbox) echo 22 ;; poison) echo 20 ;; eos) echo 19 ;; query | docs | metrics) echo 7 ;; rquery) echo 40 ;;
     readme) echo 33 ;; *) echo 60 ;;
   esac

@@ -49,8 +49,9 @@ static int table_of_topic(const ks_pipeline *p, const char *topic)
 /* Wipe global table i when the position of one of its n partitions
  * (added to l from `base` on) is below that partition's log start (its
  * records were deleted while the process was away: retention,
- * DeleteRecords): read from there on top of the old store, a key whose
- * tombstone went with them would stay. As Kafka Streams does, the whole
+ * DeleteRecords) or past its end (the topic created again): read from
+ * the log start on top of the old store, a key whose tombstone went with
+ * the deleted records would stay. As Kafka Streams does, the whole
  * table is rebuilt from the beginning of every partition. A log start
  * that cannot be read leaves the store as it is. 0 or -1 with err. */
 static int wipe_if_stale(ks_global_thread *t, size_t i, rd_kafka_topic_partition_list_t *l,
@@ -64,15 +65,17 @@ static int wipe_if_stale(ks_global_thread *t, size_t i, rd_kafka_topic_partition
         if (pos >= 0 &&
             rd_kafka_query_watermark_offsets(t->consumer, g->topic, part, &lo, &hi, 10000) ==
                 RD_KAFKA_RESP_ERR_NO_ERROR &&
-            pos < lo)
+            (pos < lo || pos > hi))
             stale = part;
     }
     if (stale < 0)
         return 0;
     ks_warn("global",
-            "global table %s: position %lld of %s [%d] is below its log start %lld (records "
-            "deleted): table wiped, restoring it from the beginning",
-            g->name, (long long)pos, g->topic, (int)stale, (long long)lo);
+            "global table %s: position %lld of %s [%d] is %s %lld (%s): table wiped, restoring "
+            "it from the beginning",
+            g->name, (long long)pos, g->topic, (int)stale,
+            pos < lo ? "below its log start" : "past its end", (long long)(pos < lo ? lo : hi),
+            pos < lo ? "records deleted" : "the topic created again, or records lost");
     if (ks_global_wipe(t->store, (int)i, n) != 0) {
         snprintf(err, errlen, "global table %s: wiping its store failed", g->name);
         return -1;

@@ -75,8 +75,11 @@ static int wait_stable(ks_restorer *r, rd_kafka_topic_partition_list_t *l)
         int open = 0;
         for (int i = 0; rc == 0 && i < l->cnt; i++)
             open |= ((ks_replay *)l->elems[i].opaque)->lso < hw[i];
-        if (rc == 0 && (!open || ks_mono_ms() > deadline))
+        if (rc == 0 && (!open || ks_mono_ms() > deadline)) {
+            for (int i = 0; i < l->cnt; i++)
+                ((ks_replay *)l->elems[i].opaque)->hw = hw[i];
             break;
+        }
         /* an error is transient just after the topic's creation (no leader
          * yet) or while the broker restarts (found by the crash suite,
          * tests/integration/test_crash.c): retry until the deadline */
@@ -139,19 +142,29 @@ static int table_limits(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t
     return rc;
 }
 
+/* Whether a store's checkpoint is no place to replay from: below the log
+ * start (records deleted: DeleteRecords, the retention of a compact,delete
+ * changelog or of a table's topic), where librdkafka would reset to the
+ * log start on top of a store that still holds what the deleted records
+ * changed (a key deleted in them would come back); or past the high
+ * watermark, which no committed batch of this store can be (the topic was
+ * deleted and created again, as an application reset does, or lost
+ * records), where the store would keep what the changelog no longer has. */
+static int stale(const ks_replay *rp, int64_t start)
+{
+    return rp->checkpoint >= 0 &&
+           (rp->checkpoint < start || (rp->hw >= 0 && rp->checkpoint > rp->hw));
+}
+
 /* Read every replay's log start offset. A replay without a checkpoint
  * starts there, so that the restore consumer is assigned explicit offsets:
  * assigned "beginning", librdkafka 2.0.2 looks the offset up itself once
  * the partition's leader is known to it, and retries only after 500 ms
  * when it is not yet (measured: the first record of a restore came 20 ms
- * after the assign in some runs and 520 ms in the others). A checkpoint
- * below the log start (records deleted: DeleteRecords, the retention of a
- * compact,delete changelog or of a table's topic) marks the replay stale:
- * its store is wiped and replayed from the log start, as Kafka Streams
- * does, where a replay from the checkpoint would have librdkafka reset to
- * the log start on top of a store that still holds what the deleted
- * records changed (a key deleted in them would come back). When the starts
- * cannot be read, a replay without a checkpoint starts at "beginning". */
+ * after the assign in some runs and 520 ms in the others). A stale
+ * checkpoint (stale()) marks the replay: its store is wiped and replayed
+ * from the log start, as Kafka Streams does. When the starts cannot be
+ * read, a replay without a checkpoint starts at "beginning". */
 static void read_starts(ks_restorer *r, ks_replay *rp, size_t n)
 {
     rd_kafka_topic_partition_list_t *l = partitions_of(rp, n, NULL);
@@ -161,9 +174,9 @@ static void read_starts(ks_restorer *r, ks_replay *rp, size_t n)
         for (int i = 0; i < l->cnt; i++) {
             ks_replay *e = l->elems[i].opaque;
             int64_t start = l->elems[i].offset;
-            if (e->checkpoint >= 0 && e->checkpoint >= start)
+            e->stale = stale(e, start);
+            if (e->checkpoint >= 0 && !e->stale)
                 continue;
-            e->stale = e->checkpoint >= 0;
             e->from = start;
             e->start_known = 1;
         }

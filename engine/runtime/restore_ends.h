@@ -32,8 +32,10 @@ typedef struct ks_replay {
     int start_known;   /* `from` is the log start read by ks_restore_ends (no
                         * checkpoint, or a stale one; else a replay without a
                         * checkpoint starts at "beginning") */
-    int stale;         /* its checkpoint is below the log start: wipe the store */
+    int stale;         /* its checkpoint is below the log start or past the high
+                        * watermark: wipe the store */
     int64_t lso;       /* replayed up to here (at most a table's limit) */
+    int64_t hw;        /* the partition's high watermark when its ends were read */
     int64_t ended_ms;  /* when it reached lso */
     uint64_t done;     /* records applied */
     ks_fold *fold;     /* a changelog's records since the last commit; NULL for a
@@ -46,8 +48,8 @@ typedef struct ks_replay {
  * after waiting (two minutes at most) for a previous owner's open
  * transactions on them to end, then lower a table's to its limit; set
  * `from` of a replay without a checkpoint, or with one below the log start
- * (then `stale`), to its log start offset (and start_known) when that can
- * be read. 0,
+ * or past the high watermark (then `stale`), to its log start offset (and
+ * start_known) when that can be read. 0,
  * KS_ERR_STATE when the engine is stopping, KS_ERR_IO (engine stopped,
  * the message names a topic and partition) when the offsets cannot be
  * read. `group` (the worker's consumer) is borrowed. */

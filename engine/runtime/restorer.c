@@ -124,7 +124,7 @@ static int collect(ks_task *const *tasks, size_t ntasks, ks_replay **out, size_t
             ks_replay *e = &rp[(*n)++];
             *e = (ks_replay){.task = task, .task_index = t, .store = (int)s,
                              .name = p->stores[s].name, .table = table != NULL,
-                             .partition = task->partition};
+                             .partition = task->partition, .hw = -1};
             /* a table nothing reads in `from:` catches up to the end of its
              * partition before the task's first record (the worker starts
              * its consumer there); one whose changes flow on stops at the
@@ -377,11 +377,19 @@ static int wipe_stale(pass *ps)
         ks_replay *rp = &ps->rp[i];
         if (!rp->stale)
             continue;
-        ks_warn(rp->task->where,
-                "store %s partition %d: checkpoint %lld is below the log start %lld of %s "
-                "(records deleted): store wiped, restoring from the log start",
-                rp->name, (int)rp->partition, (long long)rp->checkpoint, (long long)rp->from,
-                rp->topic);
+        if (rp->checkpoint > rp->hw)
+            ks_warn(rp->task->where,
+                    "store %s partition %d: checkpoint %lld is past the end %lld of %s (the "
+                    "topic created again, or records lost): store wiped, restoring from the "
+                    "log start",
+                    rp->name, (int)rp->partition, (long long)rp->checkpoint, (long long)rp->hw,
+                    rp->topic);
+        else
+            ks_warn(rp->task->where,
+                    "store %s partition %d: checkpoint %lld is below the log start %lld of %s "
+                    "(records deleted): store wiped, restoring from the log start",
+                    rp->name, (int)rp->partition, (long long)rp->checkpoint,
+                    (long long)rp->from, rp->topic);
         rc = ks_task_restore_wipe(rp->task, rp->store, rp->from);
         if (rc != 0)
             ks_engine_fail(ps->r->eng, ps->r->where, "restore of %s [%d]: wiping the store failed "

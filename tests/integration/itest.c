@@ -290,6 +290,58 @@ int it_empty_changelog(const char *topic, int n, int64_t *hi)
     return 0;
 }
 
+/* Whether the broker still lists `topic` (1), not (0), or cannot say (-1). */
+static int topic_listed(rd_kafka_t *rk, const char *topic)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    int listed = -1;
+    if (rkt && rd_kafka_metadata(rk, 0, rkt, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        listed = md->topic_cnt == 1 &&
+                 md->topics[0].err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+        rd_kafka_metadata_destroy(md);
+    }
+    if (rkt)
+        rd_kafka_topic_destroy(rkt);
+    return listed;
+}
+
+int it_delete_topic(const char *topic)
+{
+    rd_kafka_t *rk = it_admin_client();
+    if (!rk)
+        return -1;
+    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    int rc = -1;
+    if (!ev) {
+        fprintf(stderr, "itest: delete %s: no answer in 30 s\n", topic);
+    } else {
+        size_t n = 0;
+        const rd_kafka_topic_result_t **tr =
+            rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+        rc = n == 1 && !rd_kafka_topic_result_error(tr[0]) ? 0 : -1;
+        if (rc)
+            fprintf(stderr, "itest: delete %s: %s\n", topic,
+                    n ? rd_kafka_topic_result_error_string(tr[0]) : "no result");
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteTopic_destroy(dt);
+    /* the answer comes before every broker forgot it */
+    for (int64_t end = it_now_ms() + 30000; rc == 0 && topic_listed(rk, topic) != 0;) {
+        if (it_now_ms() > end) {
+            fprintf(stderr, "itest: %s still listed 30 s after its deletion\n", topic);
+            rc = -1;
+        }
+        it_sleep_ms(200);
+    }
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
 int it_create_topic(const char *topic, int partitions)
 {
     return it_create_topic_with(topic, partitions, 1, NULL);

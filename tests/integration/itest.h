@@ -62,6 +62,9 @@ int it_alter_topic(const char *topic, const char *const *configs);
  * violation", Kafka 4.1.1), then DeleteRecords up to the high watermarks,
  * written to hi[] (the new log starts). 0, or -1 (a message on stderr). */
 int it_empty_changelog(const char *topic, int n, int64_t *hi);
+/* Delete `topic` (DeleteTopics) and wait until the broker no longer lists
+ * it (30 s at most). 0, or -1 (a message on stderr). */
+int it_delete_topic(const char *topic);
 /* Produce n records made by `make` (fills key/value, NUL-terminated, and
  * may set *partition, -1 for the default partitioner); waits for delivery. */
 typedef void (*it_make_fn)(int i, char *key, size_t klen, char *value, size_t vlen,

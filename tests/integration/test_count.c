@@ -11,6 +11,8 @@
  *                                                 -> restore from the log start
  *   6. (own topics) a store whose checkpoint is below the changelog's log
  *      start                                      -> wiped, restored from there
+ *   7. (own topics) the changelog deleted and created again, the state kept
+ *                                                 -> wiped
  * After each phase the output topic (read_committed) must hold, per key,
  * rising counts ending at n, no repeat: the record cache (when a pipeline turns it on)
  * folds a key's updates within a commit, so values may be skipped; the
@@ -363,22 +365,39 @@ static void run_until(const char *yaml, const char *log, const char *topic, cons
  * the log start, as Kafka Streams does: nothing is left there, so its keys
  * count again from 1 (replayed on top of its old store, they went on from
  * the counts a had: 4). */
+/* A one-partition count application of its own for the wipe cases: two
+ * processes' pipelines (state directories a and b), one log. */
+typedef struct small_app {
+    char app[128], in[128], out[128], changelog[200], yaml_a[512], yaml_b[512], log[512];
+} small_app;
+
+static void small_app_setup(small_app *x, const char *name)
+{
+    char state[400];
+    if (!dir[0]) /* run alone (KS_IT_ONLY) */
+        it_tempdir(dir, sizeof dir);
+    it_unique(x->app, sizeof x->app, name);
+    snprintf(state, sizeof state, "%s-in", name);
+    it_unique(x->in, sizeof x->in, state);
+    snprintf(state, sizeof state, "%s-out", name);
+    it_unique(x->out, sizeof x->out, state);
+    snprintf(x->changelog, sizeof x->changelog, "%s-counts-changelog", x->app);
+    CU_ASSERT_FATAL(it_create_topic(x->in, 1) == 0);
+    snprintf(x->yaml_a, sizeof x->yaml_a, "%s/%s-a.yaml", dir, name);
+    snprintf(state, sizeof state, "%s/state-%s-a", dir, name);
+    write_pipeline_of(x->yaml_a, x->app, state, x->in, x->out);
+    snprintf(x->yaml_b, sizeof x->yaml_b, "%s/%s-b.yaml", dir, name);
+    snprintf(state, sizeof state, "%s/state-%s-b", dir, name);
+    write_pipeline_of(x->yaml_b, x->app, state, x->in, x->out);
+    snprintf(x->log, sizeof x->log, "%s/%s.log", dir, name);
+}
+
 static void test_checkpoint_below_the_log_start(void)
 {
-    char app6[128], in6[128], out6[128], changelog[200], yaml6a[512], yaml6b[512], log6[512];
-    char state[400];
-    it_unique(app6, sizeof app6, "count-wipe");
-    it_unique(in6, sizeof in6, "wipe-in");
-    it_unique(out6, sizeof out6, "wipe-out");
-    snprintf(changelog, sizeof changelog, "%s-counts-changelog", app6);
-    CU_ASSERT_FATAL(it_create_topic(in6, 1) == 0);
-    snprintf(yaml6a, sizeof yaml6a, "%s/wipe-a.yaml", dir);
-    snprintf(state, sizeof state, "%s/state-wipe-a", dir);
-    write_pipeline_of(yaml6a, app6, state, in6, out6);
-    snprintf(yaml6b, sizeof yaml6b, "%s/wipe-b.yaml", dir);
-    snprintf(state, sizeof state, "%s/state-wipe-b", dir);
-    write_pipeline_of(yaml6b, app6, state, in6, out6);
-    snprintf(log6, sizeof log6, "%s/wipe.log", dir);
+    small_app x;
+    small_app_setup(&x, "count-wipe");
+    const char *in6 = x.in, *out6 = x.out, *changelog = x.changelog, *yaml6a = x.yaml_a;
+    const char *yaml6b = x.yaml_b, *log6 = x.log;
 
     long want[WIPE_KEYS] = {0};
     key_run old_keys = {0, 10}, new_keys = {10, 10};
@@ -395,9 +414,7 @@ static void test_checkpoint_below_the_log_start(void)
     int64_t hi[1];
     CU_ASSERT_FATAL(it_empty_changelog(changelog, 1, hi) == 0);
 
-    FILE *f = fopen(log6, "w");
-    if (f)
-        fclose(f);
+    clear_log(log6);
     CU_ASSERT_FATAL(it_produce(in6, 10, make_key_run, &old_keys) == 0);
     for (int k = 0; k < 10; k++)
         want[k] = 1;
@@ -417,6 +434,40 @@ static void test_checkpoint_below_the_log_start(void)
         CU_ASSERT_EQUAL(last[k], 2);
 }
 
+/* The changelog deleted and created again, as an application reset does,
+ * while the process keeps its state directory: the store's checkpoint is
+ * past the new topic's end. The store is wiped, as Kafka Streams does (the
+ * changelog is the truth: a restore anywhere else would not have what the
+ * old store holds), and its keys count again from 1 (kept, they went on
+ * from 3). */
+static void test_changelog_created_again(void)
+{
+    small_app x;
+    small_app_setup(&x, "count-reset");
+    long want[WIPE_KEYS] = {0}, last[WIPE_KEYS];
+    key_run keys = {0, 10};
+    CU_ASSERT_FATAL(it_produce(x.in, 30, make_key_run, &keys) == 0);
+    for (int k = 0; k < 10; k++)
+        want[k] = 3;
+    run_until(x.yaml_a, x.log, x.out, want);
+    CU_ASSERT_FATAL(it_delete_topic(x.changelog) == 0);
+    clear_log(x.log);
+    CU_ASSERT_FATAL(it_produce(x.in, 10, make_key_run, &keys) == 0);
+    for (int k = 0; k < 10; k++)
+        want[k] = 1;
+    run_until(x.yaml_a, x.log, x.out, want); /* the engine creates the changelog again */
+    last_counts(x.out, last);
+    int restarted = 0;
+    for (int k = 0; k < 10; k++)
+        restarted += last[k] == 1;
+    int wiped = it_log_count(x.log, "(the topic created again, or records lost): store wiped");
+    printf("\n  changelog deleted and created again: store wiped %d time(s); %d of 10 keys "
+           "counted again from 1 (k-0: %ld)\n",
+           wiped, restarted, last[0]);
+    CU_ASSERT_EQUAL(wiped, 1);
+    CU_ASSERT_EQUAL(restarted, 10);
+}
+
 int main(void)
 {
     static const it_case cases[] = {
@@ -428,6 +479,8 @@ int main(void)
          test_restore_from_a_log_start_past_zero},
         {"count: a checkpoint below the changelog's log start wipes the store",
          test_checkpoint_below_the_log_start},
+        {"count: a checkpoint past the end of a changelog created again wipes the store",
+         test_changelog_created_again},
         {NULL, NULL}};
     return it_main("count", cases);
 }

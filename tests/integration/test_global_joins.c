@@ -22,7 +22,9 @@
  *   3. SIGKILL in the processing, after a Kafka commit and before its LMDB
  *      commit (KS_CRASH_AT=after-kafka-commit:4), restart;
  *   4. the table topic's records deleted while the engine is away, c0..c49
- *      written again: the store is wiped and rebuilt.
+ *      written again: the store is wiped and rebuilt;
+ *   5. the table topic deleted and created again while the engine is away,
+ *      c0..c9 written: the store is wiped and rebuilt.
  * Last, a global table whose topic does not exist stops the start.
  */
 #include <CUnit/CUnit.h>
@@ -34,7 +36,7 @@
 #include "itest.h"
 
 #define CUSTOMERS 120 /* c100.. never exist */
-#define MAX_ORDERS 20000 /* about 18 500 used */
+#define MAX_ORDERS 40000 /* about 20 000 used */
 
 static char dir[256], app[128], orders[128], customers[128], out[128], yaml[512], log_a[512];
 static long produced;
@@ -255,6 +257,26 @@ static void test_crash_in_processing(void)
     CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
 }
 
+/* The global topic now holds c0..c(n-1) only, at version v: run the
+ * engine over `orders` more orders, which must see just those (check), and
+ * find the log line `wiped` (the table wiped) once in this start's log. */
+static void rebuilt_from(int n, int v, int orders, const char *phase, const char *wiped_line)
+{
+    for (int k = 0; k < CUSTOMERS; k++)
+        version[k] = 0; /* gone with the deleted records */
+    set_customers(0, n, v);
+    produce_orders(orders);
+    FILE *f = fopen(log_a, "w"); /* this start's lines only */
+    if (f)
+        fclose(f);
+    pid_t e = it_engine_start(yaml, "g", log_a);
+    check(phase);
+    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
+    int wiped = it_log_count(log_a, wiped_line);
+    printf("[table wiped %d time(s)] ", wiped);
+    CU_ASSERT_EQUAL(wiped, 1);
+}
+
 /* While the engine is away c60..c69 are deleted (tombstones), then every
  * record of the global topic is deleted (DeleteRecords; retention does
  * the same), tombstones included, and c0..c49 are written again: the
@@ -268,16 +290,21 @@ static void test_topic_records_deleted(void)
     int64_t hi[3];
     set_customers(60, 70, 0);
     CU_ASSERT_FATAL(it_empty_changelog(customers, 3, hi) == 0);
-    for (int k = 0; k < CUSTOMERS; k++)
-        version[k] = 0; /* deleted with the records */
-    set_customers(0, 50, 3);
-    produce_orders(2000);
-    pid_t e = it_engine_start(yaml, "g", log_a);
-    check("the topic's records deleted while away");
-    CU_ASSERT_EQUAL(it_engine_stop(e, 30000), 0);
-    int wiped = it_log_count(log_a, "(records deleted): table wiped");
-    printf("[table wiped %d time(s)] ", wiped);
-    CU_ASSERT_EQUAL(wiped, 1);
+    rebuilt_from(50, 3, 2000, "the topic's records deleted while away",
+                 "(records deleted): table wiped");
+}
+
+/* The global topic deleted and created again while the engine is away,
+ * with c0..c9 in it: the store's positions are past the new topic's ends,
+ * so the table is wiped and read from the beginning; it then holds c0..c9
+ * only (kept, c10..c49 would still join their orders). */
+static void test_topic_created_again(void)
+{
+    static const char *const compact[] = {"cleanup.policy", "compact", NULL};
+    CU_ASSERT_FATAL(it_delete_topic(customers) == 0);
+    CU_ASSERT_FATAL(it_create_topic_with(customers, 3, 1, compact) == 0);
+    rebuilt_from(10, 4, 1000, "the topic created again while away",
+                 "(the topic created again, or records lost): table wiped");
 }
 
 /* A global table whose topic does not exist (and no create: true) stops
@@ -319,6 +346,8 @@ int main(void)
         {"SIGKILL in the processing, after a Kafka commit", test_crash_in_processing},
         {"the global topic's records deleted while away: the table is rebuilt",
          test_topic_records_deleted},
+        {"the global topic created again while away: the table is rebuilt",
+         test_topic_created_again},
         {"a global table without its topic stops the start", test_missing_topic},
         {NULL, NULL}};
     return it_main("global_joins", cases);

@@ -379,6 +379,10 @@ static void test_two_processes(void)
         set_customers(round * 5, round * 5 + 5, round % 4 == 3);
         it_sleep_ms(150);
     }
+    /* until b holds tasks: its join and the rebalance may take longer than
+     * the rounds on a loaded machine */
+    for (int i = 0; i < 600 && it_log_count(log_b, "restored store customers") == 0; i++)
+        it_sleep_ms(100);
     CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
     CU_ASSERT(it_log_count(log_b, "task ") > 0 && it_log_count(log_b, "restored store customers") > 0);
     produce_orders(2000);

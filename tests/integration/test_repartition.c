@@ -289,6 +289,10 @@ static void test_second_process(void)
     it_sleep_ms(4000);
     produce_more(5000);
     it_sleep_ms(2000);
+    /* until b holds tasks: its join and the rebalance may take longer on a
+     * loaded machine */
+    for (int i = 0; i < 600 && it_log_count(log_b, "started") == 0; i++)
+        it_sleep_ms(100);
     CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
     produce_more(5000);
     wait_outputs(produced);

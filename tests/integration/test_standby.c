@@ -436,7 +436,8 @@ static void test_stale_checkpoints_wiped(void)
     it_msgs_free(&outs);
 
     b = it_engine_start(yaml_b, "b", log_b);
-    CU_ASSERT(wait_log(log_b, "standby task", 4, 60000) == 0); /* 2 before, 2 now */
+    /* 2 standbys started before, 2 now */
+    CU_ASSERT(wait_log(log_b, "started (checkpoints:", 4, 60000) == 0);
     int exact = 0;
     for (int p = 0; p < 4; p++) {
         int ok = 0;
@@ -450,8 +451,11 @@ static void test_stale_checkpoints_wiped(void)
            "stores; %d of 4 of B's copies hold exactly the %d keys written since\n",
            standby_wipes, restore_wipes, exact, FEW);
     CU_ASSERT_EQUAL(exact, 4);
-    CU_ASSERT_EQUAL(standby_wipes, 2);
-    CU_ASSERT_EQUAL(restore_wipes, 2);
+    /* each of B's 4 task directories once, whether it opened first as a
+     * standby (2 of them, unless the group moved a task since) or as an
+     * active task */
+    CU_ASSERT(standby_wipes >= 1);
+    CU_ASSERT_EQUAL(standby_wipes + restore_wipes, 4);
     CU_ASSERT_EQUAL(it_engine_stop(b, 30000), 0);
     CU_ASSERT_EQUAL(it_engine_stop(a, 30000), 0);
 }
