@@ -149,7 +149,11 @@ static int table_limits(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t
  * changed (a key deleted in them would come back); or past the high
  * watermark, which no committed batch of this store can be (the topic was
  * deleted and created again, as an application reset does, or lost
- * records), where the store would keep what the changelog no longer has. */
+ * records), where the store would keep what the changelog no longer has.
+ * Not after a leader change either: until the new leader's high watermark
+ * reaches the start offset of its epoch (which holds every record an
+ * acks=all producer had acknowledged), ListOffsets answers
+ * OFFSET_NOT_AVAILABLE, retried by wait_stable, rather than a lower end. */
 static int stale(const ks_replay *rp, int64_t start)
 {
     return rp->checkpoint >= 0 &&
