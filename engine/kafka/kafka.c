@@ -242,3 +242,13 @@ int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms, 
     rd_kafka_metadata_destroy(md);
     return count;
 }
+
+int ks_kafka_offset_gone(int64_t next, int64_t lo, int64_t hi, ks_offset_gone *out)
+{
+    if (next < 0 || (next >= lo && (hi < 0 || next <= hi)))
+        return 0;
+    *out = next < lo ? (ks_offset_gone){"below the log start", lo, "records deleted"}
+                     : (ks_offset_gone){"past the end", hi,
+                                        "the topic created again, or records lost"};
+    return 1;
+}

@@ -71,4 +71,23 @@ rd_kafka_t *ks_kafka_assign_consumer(const ks_pipeline *p, const char *suffix,
 int ks_kafka_partition_count(rd_kafka_t *rk, const char *topic, int timeout_ms,
                              char *err, size_t errlen);
 
+/* Where a copy of a partition (a store, a global table) that would go on
+ * reading at `next` stands against the partition's log start `lo` and
+ * high watermark `hi` (< 0: unknown). */
+typedef struct ks_offset_gone {
+    const char *side; /* "below the log start" or "past the end" */
+    int64_t bound;    /* lo or hi */
+    const char *why;  /* "records deleted" (DeleteRecords, retention) or "the
+                       * topic created again, or records lost" */
+} ks_offset_gone;
+
+/* 1 (and *out, its strings static) when `next` (>= 0) is outside
+ * [lo, hi]: the records it would go on from are gone and the copy must be
+ * rebuilt from the log start, as Kafka Streams does; 0 when it is inside,
+ * or when next < 0 (no position). Past hi is no leader change: until a new
+ * leader's high watermark reaches the start offset of its epoch (which
+ * holds every record an acks=all producer had acknowledged), ListOffsets
+ * answers OFFSET_NOT_AVAILABLE rather than a lower end. */
+int ks_kafka_offset_gone(int64_t next, int64_t lo, int64_t hi, ks_offset_gone *out);
+
 #endif /* KS_KAFKA_H */

@@ -49,7 +49,8 @@ static int table_of_topic(const ks_pipeline *p, const char *topic)
 /* Wipe global table i when the position of one of its n partitions
  * (added to l from `base` on) is below that partition's log start (its
  * records were deleted while the process was away: retention,
- * DeleteRecords) or past its end (the topic created again): read from
+ * DeleteRecords) or past its end (the topic created again:
+ * ks_kafka_offset_gone): read from
  * the log start on top of the old store, a key whose tombstone went with
  * the deleted records would stay. As Kafka Streams does, the whole
  * table is rebuilt from the beginning of every partition. A log start
@@ -59,13 +60,15 @@ static int wipe_if_stale(ks_global_thread *t, size_t i, rd_kafka_topic_partition
 {
     const ks_cfg_source *g = &t->eng->topo->pipeline->globals[i];
     int32_t stale = -1;
-    int64_t pos = -1, lo = -1, hi = -1;
+    int64_t pos = -1;
+    ks_offset_gone gone;
     for (int32_t part = 0; stale < 0 && part < n; part++) {
+        int64_t lo = -1, hi = -1;
         pos = l->elems[base + part].offset;
         if (pos >= 0 &&
             rd_kafka_query_watermark_offsets(t->consumer, g->topic, part, &lo, &hi, 10000) ==
                 RD_KAFKA_RESP_ERR_NO_ERROR &&
-            (pos < lo || pos > hi))
+            ks_kafka_offset_gone(pos, lo, hi, &gone))
             stale = part;
     }
     if (stale < 0)
@@ -73,9 +76,8 @@ static int wipe_if_stale(ks_global_thread *t, size_t i, rd_kafka_topic_partition
     ks_warn("global",
             "global table %s: position %lld of %s [%d] is %s %lld (%s): table wiped, restoring "
             "it from the beginning",
-            g->name, (long long)pos, g->topic, (int)stale,
-            pos < lo ? "below its log start" : "past its end", (long long)(pos < lo ? lo : hi),
-            pos < lo ? "records deleted" : "the topic created again, or records lost");
+            g->name, (long long)pos, g->topic, (int)stale, gone.side, (long long)gone.bound,
+            gone.why);
     if (ks_global_wipe(t->store, (int)i, n) != 0) {
         snprintf(err, errlen, "global table %s: wiping its store failed", g->name);
         return -1;

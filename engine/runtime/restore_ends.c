@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "kafka/kafka.h"
 #include "runtime/table.h"
 
 #define ENDS_WAIT_MS 120000   /* a previous owner's open transactions */
@@ -142,33 +143,16 @@ static int table_limits(ks_restorer *r, rd_kafka_t *group, ks_replay *rp, size_t
     return rc;
 }
 
-/* Whether a store's checkpoint is no place to replay from: below the log
- * start (records deleted: DeleteRecords, the retention of a compact,delete
- * changelog or of a table's topic), where librdkafka would reset to the
- * log start on top of a store that still holds what the deleted records
- * changed (a key deleted in them would come back); or past the high
- * watermark, which no committed batch of this store can be (the topic was
- * deleted and created again, as an application reset does, or lost
- * records), where the store would keep what the changelog no longer has.
- * Not after a leader change either: until the new leader's high watermark
- * reaches the start offset of its epoch (which holds every record an
- * acks=all producer had acknowledged), ListOffsets answers
- * OFFSET_NOT_AVAILABLE, retried by wait_stable, rather than a lower end. */
-static int stale(const ks_replay *rp, int64_t start)
-{
-    return rp->checkpoint >= 0 &&
-           (rp->checkpoint < start || (rp->hw >= 0 && rp->checkpoint > rp->hw));
-}
-
 /* Read every replay's log start offset. A replay without a checkpoint
  * starts there, so that the restore consumer is assigned explicit offsets:
  * assigned "beginning", librdkafka 2.0.2 looks the offset up itself once
  * the partition's leader is known to it, and retries only after 500 ms
  * when it is not yet (measured: the first record of a restore came 20 ms
- * after the assign in some runs and 520 ms in the others). A stale
- * checkpoint (stale()) marks the replay: its store is wiped and replayed
- * from the log start, as Kafka Streams does. When the starts cannot be
- * read, a replay without a checkpoint starts at "beginning". */
+ * after the assign in some runs and 520 ms in the others). A checkpoint
+ * outside the partition (ks_kafka_offset_gone: below the log start, or
+ * past the high watermark) marks the replay stale: its store is wiped and
+ * replayed from the log start, as Kafka Streams does. When the starts
+ * cannot be read, a replay without a checkpoint starts at "beginning". */
 static void read_starts(ks_restorer *r, ks_replay *rp, size_t n)
 {
     rd_kafka_topic_partition_list_t *l = partitions_of(rp, n, NULL);
@@ -178,7 +162,8 @@ static void read_starts(ks_restorer *r, ks_replay *rp, size_t n)
         for (int i = 0; i < l->cnt; i++) {
             ks_replay *e = l->elems[i].opaque;
             int64_t start = l->elems[i].offset;
-            e->stale = stale(e, start);
+            ks_offset_gone gone;
+            e->stale = ks_kafka_offset_gone(e->checkpoint, start, e->hw, &gone);
             if (e->checkpoint >= 0 && !e->stale)
                 continue;
             e->from = start;

@@ -377,19 +377,13 @@ static int wipe_stale(pass *ps)
         ks_replay *rp = &ps->rp[i];
         if (!rp->stale)
             continue;
-        if (rp->checkpoint > rp->hw)
-            ks_warn(rp->task->where,
-                    "store %s partition %d: checkpoint %lld is past the end %lld of %s (the "
-                    "topic created again, or records lost): store wiped, restoring from the "
-                    "log start",
-                    rp->name, (int)rp->partition, (long long)rp->checkpoint, (long long)rp->hw,
-                    rp->topic);
-        else
-            ks_warn(rp->task->where,
-                    "store %s partition %d: checkpoint %lld is below the log start %lld of %s "
-                    "(records deleted): store wiped, restoring from the log start",
-                    rp->name, (int)rp->partition, (long long)rp->checkpoint,
-                    (long long)rp->from, rp->topic);
+        ks_offset_gone gone;
+        ks_kafka_offset_gone(rp->checkpoint, rp->from, rp->hw, &gone);
+        ks_warn(rp->task->where,
+                "store %s partition %d: checkpoint %lld is %s %lld of %s (%s): store wiped, "
+                "restoring from the log start",
+                rp->name, (int)rp->partition, (long long)rp->checkpoint, gone.side,
+                (long long)gone.bound, rp->topic, gone.why);
         rc = ks_task_restore_wipe(rp->task, rp->store, rp->from);
         if (rc != 0)
             ks_engine_fail(ps->r->eng, ps->r->where, "restore of %s [%d]: wiping the store failed "

@@ -202,8 +202,8 @@ static void reconcile(ks_standby *s)
 /* Wipe each kept store of the standby of task p whose checkpoint is below
  * its changelog's log start (records deleted while this process was away:
  * DeleteRecords, a compact,delete retention) or past its end (the topic
- * created again) and commit it with the log start as its checkpoint, as
- * the restore does (restore_ends.c): tailed from the checkpoint, the
+ * created again: ks_kafka_offset_gone) and commit it with the log start
+ * as its checkpoint, as the restore does (restore_ends.c): tailed from the checkpoint, the
  * consumer would be reset to the log start on top of what the deleted
  * records had changed. One ListOffsets per store, outside
  * the lock (only this thread changes held[]); a start that cannot be read
@@ -216,17 +216,16 @@ static void wipe_stale(ks_standby *s, int32_t p)
         int64_t cp = s->kept[i] ? ks_task_checkpoint(t, (int)i) : -1;
         ks_store_read_end(t->env);
         int64_t lo = -1, hi = -1;
+        ks_offset_gone gone;
         if (cp < 0 || rd_kafka_query_watermark_offsets(s->consumer, s->topics[i], p, &lo, &hi,
                                                        5000) != RD_KAFKA_RESP_ERR_NO_ERROR ||
-            (cp >= lo && cp <= hi))
+            !ks_kafka_offset_gone(cp, lo, hi, &gone))
             continue;
         ks_warn(WHERE,
                 "standby task %d: store %s: checkpoint %lld is %s %lld of %s (%s): store wiped, "
                 "restoring from the log start",
-                (int)p, s->p->stores[i].name, (long long)cp,
-                cp < lo ? "below the log start" : "past the end", (long long)(cp < lo ? lo : hi),
-                s->topics[i],
-                cp < lo ? "records deleted" : "the topic created again, or records lost");
+                (int)p, s->p->stores[i].name, (long long)cp, gone.side, (long long)gone.bound,
+                s->topics[i], gone.why);
         int rc = ks_task_restore_wipe(t, (int)i, lo);
         pthread_mutex_lock(&s->lock); /* commits as commit_one does */
         if (rc == 0)

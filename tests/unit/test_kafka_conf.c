@@ -336,9 +336,31 @@ static void test_partitioner_names(void)
     CU_ASSERT_PTR_NULL(ks_kafka_partitioner_find(NULL));
 }
 
+
+/* A copy's next offset against a partition's [log start, high watermark]:
+ * inside (ends included) nothing is gone; below, the deleted records;
+ * past, a topic created again; no position, nothing to judge. */
+static void test_offset_gone(void)
+{
+    ks_offset_gone g = {0};
+    CU_ASSERT_EQUAL(ks_kafka_offset_gone(10, 10, 20, &g), 0);
+    CU_ASSERT_EQUAL(ks_kafka_offset_gone(20, 10, 20, &g), 0);
+    CU_ASSERT_EQUAL(ks_kafka_offset_gone(-1, 10, 20, &g), 0);
+    CU_ASSERT_EQUAL(ks_kafka_offset_gone(30, 10, -1, &g), 0); /* end unknown */
+    CU_ASSERT_EQUAL(ks_kafka_offset_gone(9, 10, 20, &g), 1);
+    CU_ASSERT_STRING_EQUAL(g.side, "below the log start");
+    CU_ASSERT_EQUAL(g.bound, 10);
+    CU_ASSERT_STRING_EQUAL(g.why, "records deleted");
+    CU_ASSERT_EQUAL(ks_kafka_offset_gone(21, 10, 20, &g), 1);
+    CU_ASSERT_STRING_EQUAL(g.side, "past the end");
+    CU_ASSERT_EQUAL(g.bound, 20);
+    CU_ASSERT_STRING_EQUAL(g.why, "the topic created again, or records lost");
+}
+
 void ks_test_register_kafka_conf(void)
 {
     CU_pSuite s = CU_add_suite("kafka-conf", NULL, NULL);
+    CU_add_test(s, "an offset outside a partition's log is gone", test_offset_gone);
     CU_add_test(s, "kafka.properties reach the client kind they are for",
                 test_properties_follow_the_client_kind);
     CU_add_test(s, "an unknown property names its YAML position",
